@@ -1,0 +1,5 @@
+"""``python -m kinitiras_py`` runs the command line."""
+
+from kinitiras_py.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Foundation shared by every layer: errors and type aliases. No Kubernetes knowledge here."""
