@@ -1,0 +1,1 @@
+"""Offline use, no cluster: policies, objects and referenced objects come from files."""

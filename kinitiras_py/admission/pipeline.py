@@ -1,0 +1,94 @@
+"""Mutation and validation of one admission request against indexed policies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kinitiras_py.base.typedefs import JSON, Obj, Patch
+from kinitiras_py.engine import overriding, validating
+from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.results import Mutation, Verdict
+from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.refs import resolver
+
+
+@dataclass
+class Request:
+    """What the engine needs from an AdmissionReview request."""
+
+    operation: str
+    object: Obj
+    old_object: Obj | None = None
+    namespace: str = ""
+    user_info: Obj = field(default_factory=dict)
+    dry_run: bool = False
+
+    def cel_request(self) -> Obj:
+        """The ``request`` variable rules see."""
+        return {"operation": self.operation, "namespace": self.namespace,
+                "userInfo": self.user_info, "dryRun": self.dry_run}
+
+
+@dataclass
+class Decision:
+    """Mutation followed by validation: what an AdmissionReview response carries."""
+
+    allowed: bool
+    message: str
+    patch: Patch
+    object: Obj
+    warnings: list[str]
+    audit: list[str]
+
+
+@dataclass
+class Pipeline:
+    """Runs override then validate policies; references resolved through ``store``/``http``."""
+
+    overrides: PolicyIndex
+    validations: PolicyIndex
+    store: resolver.Store
+    http: resolver.HttpClient | None = None
+    lookup_timeout: float = 2.5
+
+    async def _params(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj
+                      ) -> tuple[dict[tuple[str, int], dict[str, JSON]], dict[tuple[str, int], str]]:
+        params: dict[tuple[str, int], dict[str, JSON]] = {}
+        errors: dict[tuple[str, int], str] = {}
+        for policy, rule in matches:
+            if not rule.refs:
+                continue
+            key = (policy.ref, rule.index)
+            try:
+                params[key] = await resolver.resolve_rule(rule.refs, obj, self.store, self.http, self.lookup_timeout)
+            except resolver.LookupFailure as e:
+                errors[key] = str(e)
+        return params, errors
+
+    def _variables(self, request: Request, obj: Obj) -> dict[str, Any]:
+        return {"object": obj, "oldObject": request.old_object, "request": request.cel_request()}
+
+    async def mutate(self, request: Request) -> Mutation:
+        """Apply the override policies. DELETE and CONNECT change nothing (there is no object to keep)."""
+        if request.operation in ("DELETE", "CONNECT"):
+            return Mutation(object=request.object)
+        matches = list(self.overrides.matching(request.object, request.operation))
+        params, errors = await self._params(matches, request.object)
+        return overriding.mutate(matches, request.object, self._variables(request, request.object), params, errors)
+
+    async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
+        """Apply the validate policies to ``obj`` (default: the request's object)."""
+        obj = request.object if obj is None else obj
+        matches = list(self.validations.matching(obj, request.operation))
+        params, errors = await self._params(matches, obj)
+        return validating.validate(matches, self._variables(request, obj), params, errors)
+
+    async def admit(self, request: Request) -> Decision:
+        """Mutation then validation of the mutated object, as the API server would run them."""
+        mutation = await self.mutate(request)
+        if mutation.failure is not None:
+            return Decision(False, str(mutation.failure), [], request.object, mutation.warnings, [])
+        verdict = await self.validate(request, mutation.object)
+        return Decision(verdict.allowed, verdict.message, mutation.patch if verdict.allowed else [],
+                        mutation.object, mutation.warnings + verdict.warnings, verdict.audit)

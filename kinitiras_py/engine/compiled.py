@@ -1,0 +1,93 @@
+"""Policies as the request path uses them: checked, rendered and compiled once per version."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kinitiras_py.base.typedefs import Obj, Patch
+
+if TYPE_CHECKING:
+    from kinitiras_py.engine.evaluation.cel import Program
+
+CLUSTER_KINDS = frozenset({"ClusterOverridePolicy", "ClusterValidatePolicy"})
+VALIDATE_KINDS = frozenset({"ClusterValidatePolicy", "ValidatePolicy"})
+
+
+@dataclass(frozen=True)
+class OverrideRule:
+    """One ``overrideRules[i]``: its overriders in application order."""
+
+    index: int
+    operations: frozenset[str] | None
+    """None means every operation (empty list or ``*``)."""
+    failure_policy: str
+    rendered: Program | None = None
+    cel: Program | None = None
+    plaintext: Patch = field(default_factory=list)
+    origin: list[Obj] = field(default_factory=list)
+    refs: dict[str, Obj] = field(default_factory=dict)
+    """Value references this rule needs resolved, by parameter name (``params.<name>``)."""
+
+
+@dataclass(frozen=True)
+class ValidateRule:
+    """One ``validateRules[i]``: rendered and custom CEL checks and what a failure does."""
+
+    index: int
+    operations: frozenset[str] | None
+    failure_policy: str
+    actions: frozenset[str]
+    """A subset of Deny, Warn, Audit."""
+    message: str = ""
+    allow_mode: bool = False
+    rendered: Program | None = None
+    cel: Program | None = None
+    refs: dict[str, Obj] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    """A policy ready for the request path."""
+
+    kind: str
+    name: str
+    namespace: str | None
+    uid: str
+    generation: int
+    selectors: list[Obj]
+    rules: tuple[Any, ...]
+    """OverrideRule for override kinds, ValidateRule for validate kinds."""
+    rendered: dict[int, str] = field(default_factory=dict)
+    """Rendered CEL source per rule index, as written back to the policy."""
+
+    @property
+    def cluster_scoped(self) -> bool:
+        """True for ClusterOverridePolicy and ClusterValidatePolicy."""
+        return self.kind in CLUSTER_KINDS
+
+    @property
+    def validating(self) -> bool:
+        """True for the validate kinds."""
+        return self.kind in VALIDATE_KINDS
+
+    @property
+    def ref(self) -> str:
+        """How messages name this policy: ``OverridePolicy team-a/oversell``."""
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+    def sort_key(self) -> tuple[int, str, str]:
+        """Cluster policies first, then namespaced; by name; namespace breaks ties."""
+        return (0 if self.cluster_scoped else 1, self.name, self.namespace or "")
+
+
+def rule_applies(operations: frozenset[str] | None, operation: str) -> bool:
+    """Whether a rule with ``targetOperations`` (normalised) runs for ``operation``."""
+    return operations is None or operation in operations
+
+
+def normalise_operations(values: list[str] | None) -> frozenset[str] | None:
+    """``targetOperations`` as a set; empty or containing ``*`` means every operation."""
+    if not values or "*" in values:
+        return None
+    return frozenset(values)

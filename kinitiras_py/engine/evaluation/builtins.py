@@ -1,0 +1,255 @@
+"""The kinitiras functions CEL rules call, as plain Python (registered by ``celext``).
+
+Rendered templates are thin CEL glue over these, so the tricky parts (creating missing parent
+maps, de-duplicating tolerations and affinity terms, comparing loosely typed values) live in
+one tested place. All functions are pure and never mutate their arguments.
+"""
+
+from __future__ import annotations
+
+import copy
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kinitiras_py.base.typedefs import JSON, Obj, Patch
+from kinitiras_py.engine import patching, workloads
+
+# -- workload -------------------------------------------------------------------------------------
+
+
+def pod_spec_path(obj: Obj) -> str:
+    """JSON pointer of the pod spec of a pod-bearing object, or "" for other kinds."""
+    return workloads.pod_spec_pointer(obj) or ""
+
+
+def pod_spec(obj: Obj) -> Obj:
+    """The pod spec of a pod-bearing object, or {} for other kinds."""
+    return workloads.pod_spec(obj) or {}
+
+
+def containers(obj: Obj) -> list[Obj]:
+    """Every container and init container: ``{path, name, init, container}`` maps."""
+    base = workloads.pod_spec_pointer(obj)
+    if base is None:
+        return []
+    return [
+        {"path": f"{base}/{field}/{index}", "name": str(c.get("name", "")),
+         "init": field == "initContainers", "container": c}
+        for field, index, c in workloads.containers(obj)
+    ]
+
+
+# -- patch ----------------------------------------------------------------------------------------
+
+
+def merge(base: JSON, base_path: str, changes: Obj) -> Patch:
+    """Ops that deep-merge ``changes`` into the map ``base`` found at ``base_path``.
+
+    A null leaf in ``changes`` means "leave alone", so one literal can carry optional values.
+    Missing parents are created whole (one op per missing subtree, never an empty map that a
+    later op would overwrite). Leaves already equal produce no op.
+    """
+    ops: Patch = []
+    _merge_into(base if isinstance(base, dict) else None, base_path, changes, ops)
+    return ops
+
+
+def _prune_nulls(value: JSON) -> JSON:
+    if isinstance(value, dict):
+        return {k: _prune_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def _merge_into(current: Obj | None, path: str, changes: Obj, ops: Patch) -> None:
+    for key, value in changes.items():
+        if value is None:
+            continue
+        child_path = f"{path}/{patching.escape_pointer_token(str(key))}"
+        have = current.get(key) if current is not None else None
+        if isinstance(value, dict) and isinstance(have, dict):
+            _merge_into(have, child_path, value, ops)
+        elif current is None or key not in current or have != value or type(have) is not type(value):
+            pruned = _prune_nulls(value)
+            if isinstance(pruned, dict) and not pruned:
+                continue
+            ops.append({"op": "add", "path": child_path, "value": copy.deepcopy(pruned)})
+
+
+def remove(base: JSON, base_path: str, keys: list[str]) -> Patch:
+    """A remove op for the nested path ``keys`` under ``base`` when it exists, else nothing."""
+    node: Any = base
+    for key in keys:
+        if not isinstance(node, dict) or key not in node:
+            return []
+        node = node[key]
+    return [{"op": "remove", "path": base_path + "".join("/" + patching.escape_pointer_token(k) for k in keys)}]
+
+
+def replace(base: JSON, base_path: str, key: str, value: JSON) -> Patch:
+    """Set ``key`` of the map at ``base_path`` to ``value`` (remove it when ``value`` is null)."""
+    current = base if isinstance(base, dict) else {}
+    if value is None:
+        return remove(current, base_path, [key])
+    if key in current and current[key] == value:
+        return []
+    return [{"op": "add", "path": f"{base_path}/{patching.escape_pointer_token(key)}", "value": copy.deepcopy(value)}]
+
+
+# -- tolerations ----------------------------------------------------------------------------------
+
+
+def _toleration_id(t: Obj) -> tuple[str, str, str, str]:
+    # An empty operator means Equal in Kubernetes; tolerationSeconds is not part of identity.
+    return (str(t.get("key", "")), str(t.get("operator") or "Equal"), str(t.get("value", "")),
+            str(t.get("effect", "")))
+
+
+def tolerations_add(current: list[Obj] | None, wanted: list[Obj]) -> list[Obj]:
+    """Current tolerations plus each wanted one not already present (by key/operator/value/effect)."""
+    result = [copy.deepcopy(t) for t in current or []]
+    ids = {_toleration_id(t) for t in result}
+    for t in wanted:
+        if _toleration_id(t) not in ids:
+            result.append(copy.deepcopy(t))
+            ids.add(_toleration_id(t))
+    return result
+
+
+def tolerations_replace(current: list[Obj] | None, wanted: list[Obj]) -> list[Obj]:
+    """Wanted tolerations replace the current ones with the same key and effect; others are added."""
+    def slot(t: Obj) -> tuple[str, str]:
+        return (str(t.get("key", "")), str(t.get("effect", "")))
+
+    wanted_slots = {slot(t) for t in wanted}
+    kept = [copy.deepcopy(t) for t in current or [] if slot(t) not in wanted_slots]
+    return kept + tolerations_add([], wanted)
+
+
+def tolerations_remove(current: list[Obj] | None, unwanted: list[Obj]) -> list[Obj]:
+    """Current tolerations without those matching an unwanted one (key/operator/value/effect)."""
+    ids = {_toleration_id(t) for t in unwanted}
+    return [copy.deepcopy(t) for t in current or [] if _toleration_id(t) not in ids]
+
+
+# -- affinity -------------------------------------------------------------------------------------
+
+_SUB_AFFINITIES = ("nodeAffinity", "podAffinity", "podAntiAffinity")
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _terms(sub: str, field: str, node: Obj) -> tuple[list[Obj], Obj | None]:
+    """The list of terms of one sub-affinity field, and the wrapper dict holding it if any."""
+    value = node.get(field)
+    if sub == "nodeAffinity" and field == _REQUIRED:
+        # Node affinity's required field is a NodeSelector wrapping the term list.
+        wrapper = value if isinstance(value, dict) else {}
+        return list(wrapper.get("nodeSelectorTerms") or []), wrapper
+    return list(value or []), None
+
+
+def _with_terms(sub: str, field: str, terms: list[Obj], wrapper: Obj | None) -> JSON:
+    if sub == "nodeAffinity" and field == _REQUIRED:
+        return {**(wrapper or {}), "nodeSelectorTerms": terms}
+    return terms
+
+
+def _combine(current: Obj | None, policy: Obj, mode: str) -> Obj:
+    result: Obj = copy.deepcopy(current) if isinstance(current, dict) else {}
+    for sub in _SUB_AFFINITIES:
+        wanted = policy.get(sub)
+        if not isinstance(wanted, dict):
+            continue
+        node: Obj = result.setdefault(sub, {})
+        for field in (_REQUIRED, _PREFERRED):
+            if field not in wanted:
+                continue
+            have, wrapper = _terms(sub, field, node)
+            want, _ = _terms(sub, field, wanted)
+            if mode == "add":
+                terms = have + [copy.deepcopy(t) for t in want if t not in have]
+            elif mode == "replace":
+                terms = copy.deepcopy(want)
+            else:
+                terms = [t for t in have if t not in want]
+            if terms:
+                node[field] = _with_terms(sub, field, terms, wrapper)
+            else:
+                node.pop(field, None)
+        if not node:
+            result.pop(sub)
+    return result
+
+
+def affinity_add(current: Obj | None, policy: Obj) -> Obj:
+    """Current affinity plus the policy's terms, per sub-affinity, without duplicates."""
+    return _combine(current, policy, "add")
+
+
+def affinity_replace(current: Obj | None, policy: Obj) -> Obj:
+    """Current affinity with each field the policy sets replaced by the policy's terms."""
+    return _combine(current, policy, "replace")
+
+
+def affinity_remove(current: Obj | None, policy: Obj) -> Obj:
+    """Current affinity without the policy's terms; empty fields and sub-affinities disappear."""
+    return _combine(current, policy, "remove")
+
+
+# -- conditions -----------------------------------------------------------------------------------
+
+
+def _number(value: JSON) -> Decimal | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    if isinstance(value, str):
+        try:
+            number = Decimal(value.strip())
+        except InvalidOperation:
+            return None
+        return number if number.is_finite() else None
+    return None
+
+
+def loose_equal(a: JSON, b: JSON) -> bool:
+    """Equality where a numeric string equals the same number (annotations are strings)."""
+    if a == b and type(a) is type(b):
+        return True
+    na, nb = _number(a), _number(b)
+    if na is not None and nb is not None:
+        return na == nb
+    if isinstance(a, bool) or isinstance(b, bool):
+        return str(a).lower() == str(b).lower()
+    return False
+
+
+def loose_compare(a: JSON, b: JSON) -> int:
+    """-1, 0 or 1 comparing numbers (numeric strings included), else two strings; error otherwise."""
+    na, nb = _number(a), _number(b)
+    if na is not None and nb is not None:
+        return (na > nb) - (na < nb)
+    if isinstance(a, str) and isinstance(b, str):
+        return (a > b) - (a < b)
+    raise ValueError(f"cannot order {a!r} and {b!r}: compare numbers or two strings")
+
+
+def loose_in(value: JSON, items: list[JSON]) -> bool:
+    """Membership using :func:`loose_equal`."""
+    return any(loose_equal(value, item) for item in items)
+
+
+def arithmetic(value: JSON, operation: str, operand: JSON) -> JSON:
+    """``valueProcess``: value (+ - * /) operand; operand may be a number or a percentage string."""
+    left = _number(value)
+    if left is None:
+        raise ValueError(f"valueProcess needs a number, got {value!r}")
+    text = str(operand).strip()
+    right = _number(text[:-1]) / 100 if text.endswith("%") and _number(text[:-1]) is not None else _number(text)
+    if right is None:
+        raise ValueError(f"valueProcess operationWith must be a number or a percentage, got {operand!r}")
+    if operation == "/" and right == 0:
+        raise ValueError("valueProcess divides by zero")
+    result = {"+": left + right, "-": left - right, "*": left * right, "/": left / right if right else left}[operation]
+    return int(result) if result == result.to_integral_value() else float(result)

@@ -1,0 +1,94 @@
+"""The jinja2 environment for rule templates and the filters that turn values into CEL.
+
+User-supplied text reaches CEL only through :func:`cel_literal` (and :func:`ref_expr` for
+paths), so a quote, backslash or newline in a label value can never change the program.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import jinja2
+
+from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.engine import fieldpath
+
+TEMPLATE_DIR = Path(__file__).with_name("templates")
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def cel_string(text: str) -> str:
+    """A double-quoted CEL string literal for ``text``."""
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def cel_literal(value: JSON) -> str:
+    """A CEL literal for a JSON value; maps and lists are wrapped in dyn() to allow mixed types."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} has no JSON form")
+        return repr(value)
+    if isinstance(value, str):
+        return cel_string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_dyn(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{cel_string(str(k))}: {_dyn(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write {type(value).__name__} as CEL")
+
+
+def _dyn(value: JSON) -> str:
+    # Elements of heterogeneous literals must share one static type for the checker.
+    return f"dyn({cel_literal(value)})"
+
+
+def ref_root(ref: Obj, param: str) -> str:
+    """The optional CEL expression of a value reference's root object."""
+    source = ref.get("from", "current")
+    if source == "current":
+        return "optional.of(object)"
+    if source == "old":
+        return "(oldObject == null ? optional.none() : optional.of(oldObject))"
+    return f"params[?{cel_string(param)}]"
+
+
+def ref_expr(ref: Obj, param: str) -> str:
+    """The optional CEL expression reading ``ref.path`` under the reference's root."""
+    tokens = list(fieldpath.parse_path(str(ref.get("path") or "")) if ref.get("path") else ())
+    if ref.get("from") == "http" and tokens[:1] not in (["body"], ["header"]):
+        # Responses are {body, header}; kinitiras made users write `body.` first (a common slip).
+        tokens.insert(0, "body")
+    expr = ref_root(ref, param)
+    for token in tokens:
+        expr += f"[?{token}]" if isinstance(token, int) else f"[?{cel_string(token)}]"
+    return expr
+
+
+def make_environment() -> jinja2.Environment:
+    """A sandboxed environment: strict undefined, no HTML escaping, CEL filters."""
+    from jinja2.sandbox import SandboxedEnvironment
+
+    env = SandboxedEnvironment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, autoescape=False,
+    )
+    env.filters["cel"] = cel_literal
+    env.filters["cel_str"] = lambda v: cel_string(str(v))
+    env.globals["ref_expr"] = ref_expr
+    return env

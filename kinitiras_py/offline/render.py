@@ -1,0 +1,29 @@
+"""Write rendered CEL back into a policy document (what the webhook's policy patch does)."""
+
+from __future__ import annotations
+
+import copy
+
+from kinitiras_py.base.typedefs import Obj, Patch
+from kinitiras_py.engine.compiled import CompiledPolicy
+
+
+def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
+    """JSON patch ops setting ``renderedCel`` of every templated rule; none when already current."""
+    field = "validateRules" if compiled.validating else "overrideRules"
+    ops: Patch = []
+    for index, source in sorted(compiled.rendered.items()):
+        rule = doc["spec"][field][index]
+        holder, pointer = (rule, f"/spec/{field}/{index}") if compiled.validating else \
+            (rule.get("overriders") or {}, f"/spec/{field}/{index}/overriders")
+        if holder.get("renderedCel") != source:
+            ops.append({"op": "add", "path": f"{pointer}/renderedCel", "value": source})
+    return ops
+
+
+def with_rendered(doc: Obj, compiled: CompiledPolicy) -> Obj:
+    """A copy of ``doc`` with each templated rule's ``renderedCel`` set."""
+    from kinitiras_py.engine import patching
+
+    result: Obj = patching.apply_patch(copy.deepcopy(doc), rendered_patch(doc, compiled))
+    return result

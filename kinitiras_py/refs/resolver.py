@@ -1,0 +1,103 @@
+"""Resolve the value references a rule needs into its ``params``.
+
+``current`` and ``old`` are read by the rule itself (CEL sees ``object`` and ``oldObject``);
+``k8s``, ``owner`` and ``http`` are fetched here, through protocols, under a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.engine import selectors
+from kinitiras_py.refs import placeholders
+
+
+class Store(Protocol):
+    """Read access to cluster objects (an informer cache, or files offline)."""
+
+    async def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
+        """The object, or None when it does not exist. Raises LookupError for an unknown kind."""
+
+    async def list(self, api_version: str, kind: str, namespace: str | None) -> Sequence[Obj]:
+        """Every object of that kind (in ``namespace`` when given)."""
+
+
+class HttpClient(Protocol):
+    """Performs the http value references."""
+
+    async def fetch(self, spec: Obj) -> Obj:
+        """Send the request described by ``spec`` (url, method, header, params, body, auth);
+        return ``{"body": <JSON>, "header": {...}}``. Raises LookupError on failure."""
+
+
+class LookupFailure(Exception):
+    """A reference could not be resolved; the message says which and why."""
+
+
+async def resolve(ref: Obj, obj: Obj, store: Store, http: HttpClient | None) -> JSON:
+    """The root value of a k8s, owner or http reference (the rule then reads ``path`` in it)."""
+    source = ref.get("from")
+    try:
+        if source == "owner":
+            return await _owner(obj, store)
+        if source == "k8s":
+            return await _k8s(ref.get("k8s") or {}, obj, store)
+        if source == "http":
+            if http is None:
+                raise LookupFailure("http references are not available here")
+            spec = placeholders.substitute_all({k: v for k, v in (ref.get("http") or {}).items()
+                                                if k != "body"}, obj)
+            spec["body"] = (ref.get("http") or {}).get("body")
+            return await http.fetch(spec)
+    except placeholders.Missing:
+        # kinitiras: a placeholder the object lacks yields an empty value, not an error.
+        return None
+    except (LookupError, ValueError) as e:
+        raise LookupFailure(f"{source} reference: {e}") from None
+    raise LookupFailure(f"unknown reference source {source!r}")
+
+
+async def _owner(obj: Obj, store: Store) -> Obj:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    if not refs:
+        raise LookupFailure("owner reference: the object has no ownerReferences")
+    owner = next((r for r in refs if r.get("controller")), refs[0])
+    namespace = (obj.get("metadata") or {}).get("namespace")
+    found = await store.get(owner.get("apiVersion", ""), owner.get("kind", ""), namespace, owner.get("name", ""))
+    if found is None:
+        raise LookupFailure(f"owner reference: {owner.get('kind')} {namespace or ''}/{owner.get('name')} not found")
+    return found
+
+
+async def _k8s(sel: Obj, obj: Obj, store: Store) -> Obj | None:
+    api_version, kind = str(sel.get("apiVersion", "")), str(sel.get("kind", ""))
+    namespace = placeholders.substitute(str(sel["namespace"]), obj) if sel.get("namespace") else None
+    if sel.get("name"):
+        name = placeholders.substitute(str(sel["name"]), obj)
+        found = await store.get(api_version, kind, namespace, name)
+        if found is None:
+            raise LookupFailure(f"k8s reference: {kind} {namespace or ''}/{name} not found")
+        return found
+    if isinstance(sel.get("labelSelector"), dict):
+        wanted = placeholders.substitute_all(sel["labelSelector"], obj)
+        items = sorted(await store.list(api_version, kind, namespace),
+                       key=lambda o: ((o.get("metadata") or {}).get("namespace") or "", o["metadata"]["name"]))
+        # The first match by namespace/name, so the choice is deterministic (kinitiras: arbitrary).
+        return next((o for o in items
+                     if selectors.match_labels(wanted, (o.get("metadata") or {}).get("labels"))), None)
+    return None
+
+
+async def resolve_rule(refs: dict[str, Obj], obj: Obj, store: Store, http: HttpClient | None,
+                       timeout: float) -> dict[str, JSON]:
+    """Resolve every reference of one rule concurrently; raise LookupFailure on the first failure."""
+    names = list(refs)
+    try:
+        values = await asyncio.wait_for(
+            asyncio.gather(*(resolve(refs[n], obj, store, http) for n in names)), timeout)
+    except TimeoutError:
+        raise LookupFailure(f"reference lookup ({', '.join(names)}) took longer than {timeout:g} s") from None
+    return dict(zip(names, values, strict=True))
