@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``crds`` command."""
     parser = sub.add_parser("crds", help="print the policy CRDs, or write them into a directory")
     parser.add_argument("--write", type=Path, metavar="DIR", help="write one YAML file per CRD into DIR")

@@ -11,7 +11,7 @@ from kinitiras_py.base.errors import DevError
 from kinitiras_py.dev import controlplane
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``dev`` command group."""
     parser = sub.add_parser("dev", help="run a local control plane (etcd, kube-apiserver, controller-manager)")
     parser.set_defaults(handler=lambda _args: parser.print_help() or 2)
@@ -20,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     common.add_argument("--run-dir", type=Path, default=controlplane.default_run_dir(),
                         help="directory for data, logs, certificates and the kubeconfig (default: %(default)s)")
     p_up = dev_sub.add_parser("up", parents=[common], help="build (once), start and apply the CRDs")
-    p_up.add_argument("--apiserver-port", type=int, default=None, help="fixed kube-apiserver port (default: a free one)")
+    p_up.add_argument("--apiserver-port", type=int, default=None,
+                      help="fixed kube-apiserver port (default: a free one)")
     p_up.set_defaults(handler=_up)
     dev_sub.add_parser("down", parents=[common], help="stop what `dev up` started and remove the run directory") \
         .set_defaults(handler=_down)

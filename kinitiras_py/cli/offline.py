@@ -12,7 +12,7 @@ import yaml
 from kinitiras_py.base.errors import PolicyErrors
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the offline commands."""
     p = sub.add_parser("render", help="print a policy with renderedCel filled in for each template")
     p.add_argument("policy", help="policy YAML file (- for stdin)")

@@ -12,6 +12,8 @@ from kinitiras_py.base.errors import DevError
 
 BUILD_SCRIPT = Path(__file__).with_name("build_k8s.sh")
 SERVER_BINARIES = ("kube-apiserver", "kube-controller-manager")
+RECIPE = "r2"
+"""Build recipe revision: builds made by an older recipe are not reused (r1 had a crashing reflect2)."""
 
 
 def cache_root() -> Path:
@@ -22,7 +24,7 @@ def cache_root() -> Path:
 def cached_binaries(root: Path | None = None) -> Path | None:
     """The newest cached build directory holding both server binaries, if any."""
     root = root or cache_root()
-    builds = sorted(p for p in root.glob("k8s-*") if all((p / b).is_file() for b in SERVER_BINARIES))
+    builds = sorted(p for p in root.glob(f"k8s-*-{RECIPE}") if all((p / b).is_file() for b in SERVER_BINARIES))
     return builds[-1] if builds else None
 
 
@@ -34,7 +36,7 @@ def ensure_binaries(root: Path | None = None) -> Path:
         return found
     # The script prints progress on stderr (passed through) and the build directory last.
     proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), str(root)], stdout=subprocess.PIPE, stderr=sys.stderr, text=True,
+        ["bash", str(BUILD_SCRIPT), str(root), RECIPE], stdout=subprocess.PIPE, stderr=sys.stderr, text=True,
     )
     if proc.returncode != 0:
         raise DevError(f"building the Kubernetes binaries failed (exit {proc.returncode}); "

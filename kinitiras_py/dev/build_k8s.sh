@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Build kube-apiserver and kube-controller-manager from Debian's `kubernetes`
 # source package and cache the two binaries outside the repository.
-# Usage: build_k8s.sh [CACHE_ROOT]   (default ~/.cache/kinitiras-py)
-# Prints the directory holding the binaries on its last line.
+# Usage: build_k8s.sh [CACHE_ROOT] [RECIPE]   (default ~/.cache/kinitiras-py, r2)
+# Prints the directory holding the binaries on its last line: CACHE_ROOT/k8s-<version>-<RECIPE>.
+# RECIPE names this script's build steps; change it when they change so old builds are not reused.
 set -euo pipefail
 
 CACHE_ROOT="${1:-${KINITIRAS_CACHE:-$HOME/.cache/kinitiras-py}}"
+RECIPE="${2:-r2}"
 mkdir -p "$CACHE_ROOT"
 LOG="$CACHE_ROOT/build.log"
 
@@ -18,9 +20,13 @@ command -v go >/dev/null 2>&1 || need_pkgs+=(golang-go)
 command -v rsync >/dev/null 2>&1 || need_pkgs+=(rsync)
 command -v jq >/dev/null 2>&1 || need_pkgs+=(jq)
 command -v dpkg-source >/dev/null 2>&1 || need_pkgs+=(dpkg-dev)
+# The vendored reflect2 v1.0.1 crashes kube-apiserver (SIGSEGV in map iteration) when built
+# with Go >= 1.18, on the first custom resource write; Debian's 1.0.2 source fixes it.
+REFLECT2=/usr/share/gocode/src/github.com/modern-go/reflect2
+[ -f "$REFLECT2/go_above_118.go" ] || need_pkgs+=(golang-github-modern-go-reflect2-dev)
 
 # Reuse a finished build when one exists (any cached version).
-for d in "$CACHE_ROOT"/k8s-*/; do
+for d in "$CACHE_ROOT"/k8s-*-"$RECIPE"/; do
   if [ -x "$d/kube-apiserver" ] && [ -x "$d/kube-controller-manager" ] && [ ${#need_pkgs[@]} -eq 0 ]; then
     echo "${d%/}"
     exit 0
@@ -52,7 +58,7 @@ if [ ${#need_pkgs[@]} -gt 0 ] || [ "${need_update:-0}" = 1 ]; then
   fi
 fi
 
-for d in "$CACHE_ROOT"/k8s-*/; do
+for d in "$CACHE_ROOT"/k8s-*-"$RECIPE"/; do
   if [ -x "$d/kube-apiserver" ] && [ -x "$d/kube-controller-manager" ]; then echo "${d%/}"; exit 0; fi
 done
 
@@ -61,8 +67,10 @@ rm -rf "$work"; mkdir -p "$work"
 echo "fetching the kubernetes source package (log: $LOG)" >&2
 ( cd "$work" && apt-get source --download-only kubernetes >>"$LOG" 2>&1 && dpkg-source -x --skip-patches kubernetes_*.dsc kubernetes-src >>"$LOG" 2>&1 ) \
   || { echo "error: fetching the kubernetes source package failed; see $LOG" >&2; exit 5; }
-version=$(cd "$work" && ls kubernetes_*.dsc | sed -E 's/kubernetes_(.*)\.dsc/\1/; s/\+really.*//; s/-[0-9]+$//')
+# Debian's "1.20.5+really1.20.2-1.1+deb12u1" is upstream 1.20.2.
+version=$(cd "$work" && ls kubernetes_*.dsc | sed -E 's/kubernetes_(.*)\.dsc/\1/; s/.*\+really//; s/-.*$//')
 src="$work/kubernetes-src"
+rsync -a --delete --exclude go.mod "$REFLECT2/" "$src/vendor/github.com/modern-go/reflect2/"
 mkdir -p "$src/.go/src/k8s.io"
 ln -sfn ../../.. "$src/.go/src/k8s.io/kubernetes"
 echo "building kube-apiserver and kube-controller-manager $version (several minutes; log: $LOG)" >&2
@@ -71,7 +79,7 @@ echo "building kube-apiserver and kube-controller-manager $version (several minu
   export GOPATH="$src/.go" GOCACHE="$CACHE_ROOT/gocache" CGO_ENABLED=0 GO111MODULE=on GOFLAGS=-mod=vendor GOPROXY=off
   make WHAT=cmd/kube-apiserver && make WHAT=cmd/kube-controller-manager
 ) >>"$LOG" 2>&1 || { echo "error: Kubernetes build failed; see $LOG" >&2; exit 6; }
-out="$CACHE_ROOT/k8s-$version"
+out="$CACHE_ROOT/k8s-$version-$RECIPE"
 mkdir -p "$out.tmp"
 cp "$src/_output/bin/kube-apiserver" "$src/_output/bin/kube-controller-manager" "$out.tmp/"
 rm -rf "$out"; mv "$out.tmp" "$out"

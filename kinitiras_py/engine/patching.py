@@ -85,9 +85,24 @@ def _get(doc: JSON, tokens: list[str]) -> JSON:
     return node
 
 
+def _replace_root(doc: JSON, value: JSON) -> JSON:
+    """Replace the whole document, in place when both are objects or both arrays.
+
+    Callers of ``apply_ops_in_place`` may keep using their reference to the document.
+    """
+    if isinstance(doc, dict) and isinstance(value, dict):
+        doc.clear()
+        doc.update(value)
+        return doc
+    if isinstance(doc, list) and isinstance(value, list):
+        doc[:] = value
+        return doc
+    return value
+
+
 def _add(doc: JSON, tokens: list[str], value: JSON) -> JSON:
     if not tokens:
-        return value
+        return _replace_root(doc, value)
     parent, last = _get(doc, tokens[:-1]), tokens[-1]
     if isinstance(parent, dict):
         parent[last] = value
@@ -103,25 +118,26 @@ def _add(doc: JSON, tokens: list[str], value: JSON) -> JSON:
     return doc
 
 
-def _remove(doc: JSON, tokens: list[str], strict: bool) -> JSON:
-    """Remove and return the value at ``tokens``; ``_MISSING`` if absent and not strict."""
+def _remove(doc: JSON, tokens: list[str], strict: bool) -> None:
+    """Remove the value at ``tokens``; a missing one is an error only when ``strict``."""
     if not tokens:
         raise PatchError("cannot remove the whole document")
     parent, last = _get(doc, tokens[:-1]), tokens[-1]
     if isinstance(parent, dict) and last in parent:
-        return parent.pop(last)
+        del parent[last]
+        return
     if isinstance(parent, list):
         i = _index(last, len(parent), allow_end=False)
         if i < len(parent):
-            return parent.pop(i)
+            del parent[i]
+            return
     if strict:
         raise PatchError("path does not exist")
-    return _MISSING
 
 
 def _replace(doc: JSON, tokens: list[str], value: JSON, strict: bool) -> JSON:
     if not tokens:
-        return value
+        return _replace_root(doc, value)
     parent, last = _get(doc, tokens[:-1]), tokens[-1]
     if isinstance(parent, dict) and (last in parent or not strict):
         parent[last] = value
@@ -203,9 +219,10 @@ def _apply(doc: JSON, patch: Patch, strict: bool) -> JSON:
 def apply_ops_in_place(doc: JSON, patch: Patch) -> JSON:
     """Apply ``patch`` to ``doc``, mutating it, and return the resulting document.
 
-    Use the return value: a patch that replaces the whole document (path ``""``) cannot do so
-    in place. Values taken from the patch are copied, so the patch itself is never aliased
-    into ``doc`` (compiled policies reuse their patches across requests).
+    A patch replacing the whole document (path ``""``) with a value of the same kind (object
+    or array) still works in place; with any other kind only the return value has it.
+    Values taken from the patch are copied, so the patch itself is never aliased into ``doc``
+    (compiled policies reuse their patches across requests).
     Raises ``PatchError`` naming the failing operation's index and path; ``doc`` may then be
     partially patched.
     """
@@ -223,14 +240,21 @@ def _canonical(value: JSON) -> bytes:
 
 
 def _fixups(actual: JSON, wanted: JSON, path: str, out: Patch) -> None:
-    """Append ``replace`` ops turning ``actual`` into ``wanted`` where they differ strictly.
+    """Append ops turning ``actual`` into ``wanted`` wherever they differ strictly.
 
-    Descends only while both sides have the same shape; any other difference replaces the
-    whole node, which is always correct if not minimal.
+    Objects are diffed key by key and equal-length arrays item by item; any other difference
+    replaces the whole node, which is always correct if not minimal. Objects never get a
+    whole-document replace, which the API server's patcher may not accept.
     """
-    if isinstance(actual, dict) and isinstance(wanted, dict) and actual.keys() == wanted.keys():
-        for key in wanted:
-            _fixups(actual[key], wanted[key], path + "/" + escape_pointer_token(key), out)
+    if isinstance(actual, dict) and isinstance(wanted, dict):
+        out.extend({"op": "remove", "path": path + "/" + escape_pointer_token(key)}
+                   for key in actual if key not in wanted)
+        for key, value in wanted.items():
+            where = path + "/" + escape_pointer_token(key)
+            if key in actual:
+                _fixups(actual[key], value, where, out)
+            else:
+                out.append({"op": "add", "path": where, "value": value})
     elif isinstance(actual, list) and isinstance(wanted, list) and len(actual) == len(wanted):
         for i, (a, w) in enumerate(zip(actual, wanted, strict=True)):
             _fixups(a, w, f"{path}/{i}", out)
@@ -243,16 +267,19 @@ def make_patch(original: JSON, final: JSON) -> Patch:
 
     ``jsonpatch`` computes the diff; because it compares list items with Python equality
     (``1 == 1.0 == True``), the result is replayed strictly and any remaining type
-    differences are patched with extra ``replace`` ops. The result is a plain, unaliased
-    ``list[dict]``.
+    differences are patched with extra ``replace`` ops. Should jsonpatch crash or produce a
+    patch that does not apply, a plainer diff (``_fixups`` from ``original``) is used.
+    The result is a plain, unaliased ``list[dict]``.
     """
     if _canonical(original) == _canonical(final):
         return []
-    ops: Patch = orjson.loads(orjson.dumps(jsonpatch.make_patch(original, final).patch))
+    ops: Patch
     try:
+        ops = orjson.loads(orjson.dumps(jsonpatch.make_patch(original, final).patch))
         result = _apply(_clone(original), ops, strict=True)
-    except PatchError:
-        # Not replayable strictly (a jsonpatch bug): fall back to replacing what differs.
+    except Exception:
+        # jsonpatch's list diff can crash, or emit ops that do not apply, when list items
+        # shift and objects inside them change; fall back to patching what differs.
         ops, result = [], original
     fixups: Patch = []
     _fixups(result, final, "", fixups)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine import selectors
@@ -85,12 +86,12 @@ class PolicyIndex:
             for bucket in ((group, kind), (group, ANY), (ANY, kind), (ANY, ANY)):
                 seen.update(self._buckets.get(bucket, {}))
             # Namespaced policies apply only inside their own namespace (kinitiras did not check).
-            found = sorted((p for p in seen.values() if p.cluster_scoped or p.namespace == namespace and namespace),
+            found = sorted((p for p in seen.values() if p.cluster_scoped or (p.namespace == namespace and namespace)),
                            key=CompiledPolicy.sort_key)
             self._cache[cache_key] = found
         return found
 
-    def matching(self, obj: Obj, operation: str) -> Iterator[tuple[CompiledPolicy, object]]:
+    def matching(self, obj: Obj, operation: str) -> Iterator[tuple[CompiledPolicy, Any]]:
         """Every (policy, rule) that applies to ``obj`` for ``operation``, in application order."""
         for policy in self.candidates(obj):
             if not selectors.match_any(policy.selectors, obj):

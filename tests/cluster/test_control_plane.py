@@ -53,8 +53,8 @@ def _subset(want: object, have: object) -> bool:
 
 
 def _expected_field(path: Path) -> str:
-    match = re.search(r"^# field: (\S+)", path.read_text(), re.MULTILINE)
-    assert match, f"{path} must say which field the server names (# field: ...)"
+    match = re.search(r"^# must-name: (\S+)", path.read_text(), re.MULTILINE)
+    assert match, f"{path} must say which field the server names (# must-name: ...)"
     return match.group(1)
 
 

@@ -55,8 +55,10 @@ def merge(base: JSON, base_path: str, changes: Obj) -> Patch:
 
 
 def _prune_nulls(value: JSON) -> JSON:
+    # Maps left empty once their null leaves are gone carry nothing to write.
     if isinstance(value, dict):
-        return {k: _prune_nulls(v) for k, v in value.items() if v is not None}
+        pruned = {k: _prune_nulls(v) for k, v in value.items() if v is not None}
+        return {k: v for k, v in pruned.items() if not (isinstance(v, dict) and not v and value[k])}
     return value
 
 
@@ -246,10 +248,20 @@ def arithmetic(value: JSON, operation: str, operand: JSON) -> JSON:
     if left is None:
         raise ValueError(f"valueProcess needs a number, got {value!r}")
     text = str(operand).strip()
-    right = _number(text[:-1]) / 100 if text.endswith("%") and _number(text[:-1]) is not None else _number(text)
+    percent = text.endswith("%")
+    right = _number(text[:-1] if percent else text)
     if right is None:
         raise ValueError(f"valueProcess operationWith must be a number or a percentage, got {operand!r}")
+    if percent:
+        right /= 100
     if operation == "/" and right == 0:
         raise ValueError("valueProcess divides by zero")
-    result = {"+": left + right, "-": left - right, "*": left * right, "/": left / right if right else left}[operation]
+    if operation == "+":
+        result = left + right
+    elif operation == "-":
+        result = left - right
+    elif operation == "*":
+        result = left * right
+    else:
+        result = left / right
     return int(result) if result == result.to_integral_value() else float(result)

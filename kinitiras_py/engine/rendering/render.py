@@ -169,7 +169,8 @@ def parse_factor(text: object, path: str) -> Decimal:
 def _render_oversell(template: Obj, operation: str, names: list[str], path: str) -> str:
     block = template.get("resourcesOversell")
     if not isinstance(block, dict) or not any(block.get(k) for k in _FACTORS):
-        raise PolicyError(f"{path}.resourcesOversell", "type resourcesOversell needs cpuFactor, memoryFactor or diskFactor")
+        raise PolicyError(f"{path}.resourcesOversell",
+                          "type resourcesOversell needs cpuFactor, memoryFactor or diskFactor")
     factors = {}
     for field, (resource, round_to) in _FACTORS.items():
         if block.get(field):

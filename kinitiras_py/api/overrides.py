@@ -1,0 +1,131 @@
+"""The spec shared by OverridePolicy and ClusterOverridePolicy: ordered rules, each with its
+overriders (plaintext JSON patches, a template rendered to CEL, a CEL program, typed origin
+overriders, and kinitiras' CUE fields kept so its YAML applies unchanged)."""
+
+# prop() returns dataclasses.field(...): nothing is shared between instances.
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from kinitiras_py.api.core import Affinity, ResourceRequirements, Toleration, TopologySpreadConstraint
+from kinitiras_py.api.refs import ResourceRefer
+from kinitiras_py.api.schema import Model, OneOf, prop
+from kinitiras_py.api.selectors import ResourceSelector
+from kinitiras_py.api.values import ConstantValue, Decimal, FailurePolicy, TargetOperation
+
+OVERRIDE_OPERATIONS = ("add", "replace", "remove")
+TEMPLATE_TYPES = ("annotations", "labels", "resources", "resourcesOversell", "tolerations", "affinity")
+ORIGIN_TYPES = ("annotations", "labels", "nodeSelector", "hostNetwork", "schedulerName",
+                "resourceRequirements", "resourceOversell", "affinity", "tolerations",
+                "topologySpreadConstraints")
+
+OverrideOperation = Annotated[str, OneOf(OVERRIDE_OPERATIONS)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlaintextOverrider(Model):
+    """One RFC 6902 operation applied as written."""
+
+    path: str = prop("JSON pointer of the target field, e.g. /metadata/labels/team.", required=True)
+    op: OverrideOperation = prop("add, replace or remove.", required=True)
+    value: Any = prop("Any JSON value; not used by remove.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResourcesOversellRule(Model):
+    """Factors applied to container limits to compute requests, written as decimal strings."""
+
+    cpu_factor: Decimal | None = prop('CPU request = CPU limit x this factor, e.g. "0.5".')
+    memory_factor: Decimal | None = prop("Memory request = memory limit x this factor.")
+    disk_factor: Decimal | None = prop("ephemeral-storage request = its limit x this factor.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverrideRuleTemplate(Model):
+    """A declarative override, rendered to CEL into renderedCel when the policy is admitted."""
+
+    type: Annotated[str, OneOf(TEMPLATE_TYPES)] = prop("What the template changes.", required=True)
+    operation: OverrideOperation = prop("add, replace or remove.", required=True)
+    path: str | None = prop("For annotations and labels: the key (not a full path).")
+    value: ConstantValue | None = prop("Constant value for annotations and labels; wins over "
+                                       "valueRef.")
+    value_ref: ResourceRefer | None = prop("Where to read the value for annotations and labels.")
+    resources: ResourceRequirements | None = prop("Requests and limits for type resources.")
+    resources_oversell: ResourcesOversellRule | None = prop("Factors for type resourcesOversell.")
+    tolerations: list[Toleration] = prop("Tolerations for type tolerations.", factory=list)
+    affinity: Affinity | None = prop("Affinity for type affinity.")
+    container_names: list[str] = prop("Only containers with these names (resources, "
+                                      "resourcesOversell); empty means every container.",
+                                      factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OriginOversell(Model):
+    """Per-resource factors applied to a container's current requests and limits."""
+
+    requests: dict[str, Decimal] = prop("Factor per resource name applied to requests.", factory=dict)
+    limits: dict[str, Decimal] = prop("Factor per resource name applied to limits.", factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverrideRuleOrigin(Model):
+    """A typed change to a native field of the object or its pod template."""
+
+    type: Annotated[str, OneOf(ORIGIN_TYPES)] = prop("The field changed.", required=True)
+    operation: OverrideOperation = prop("add, replace or remove; several types allow replace only.",
+                                        required=True)
+    replace: bool = prop("Replace the whole map or list instead of merging into it.", factory=bool)
+    container_count: int = prop("Index of the container for resourceRequirements and "
+                                "resourceOversell; 0 is the first.", factory=int)
+    resources_oversell: OriginOversell | None = prop("Factors for type resourceOversell.")
+    resource_requirements: ResourceRequirements | None = prop("Resources for type "
+                                                              "resourceRequirements.")
+    tolerations: list[Toleration] = prop("Tolerations for type tolerations.", factory=list)
+    affinity: Affinity | None = prop("Affinity for type affinity.")
+    topology_spread_constraints: list[TopologySpreadConstraint] = prop(
+        "Constraints for type topologySpreadConstraints.", factory=list)
+    scheduler_name: str | None = prop("Scheduler for type schedulerName.")
+    host_network: bool | None = prop("Value for type hostNetwork.")
+    node_selector: dict[str, str] = prop("Node labels for type nodeSelector.", factory=dict)
+    annotations: dict[str, str] = prop("Annotations for type annotations.", factory=dict)
+    labels: dict[str, str] = prop("Labels for type labels.", factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Overriders(Model):
+    """How a rule changes the object; the parts run in this order: renderedCel, cel, origin,
+    plaintext."""
+
+    plaintext: list[PlaintextOverrider] = prop("JSON patch operations applied as written.",
+                                               factory=list)
+    template: OverrideRuleTemplate | None = prop("A declarative override rendered to renderedCel.")
+    cel: str | None = prop("CEL expression over object (and oldObject, params) returning a list of "
+                           "JSON patch operations.")
+    origin: list[OverrideRuleOrigin] = prop("Typed changes to native fields.", factory=list)
+    rendered_cel: str | None = prop("CEL rendered from template; written by the controller, do not "
+                                    "edit.")
+    cue: str | None = prop("CUE program (kinitiras); refused at admission, use cel.")
+    rendered_cue: str | None = prop("CUE rendered by kinitiras; ignored.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverrideRule(Model):
+    """Overriders and the operations they run on."""
+
+    target_operations: list[TargetOperation] = prop("Operations the rule runs on; empty or * means "
+                                                    "all.", factory=list)
+    overriders: Overriders = prop("The changes to make.", required=True)
+    failure_policy: FailurePolicy = prop("On an error: Fail denies the request, Ignore skips this "
+                                         "rule.", default="Fail")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverridePolicySpec(Model):
+    """Which objects to change and how."""
+
+    resource_selectors: list[ResourceSelector] = prop("Objects the policy applies to (any selector "
+                                                      "matching); empty means every object.",
+                                                      factory=list)
+    override_rules: list[OverrideRule] = prop("Rules applied in order.", required=True, min_items=1)

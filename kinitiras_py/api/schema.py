@@ -1,0 +1,366 @@
+"""A tiny declarative schema layer: declare a model once, get both its parser and its OpenAPI schema.
+
+A model is a frozen, keyword-only dataclass deriving from :class:`Model`, whose fields are declared
+with :func:`prop`. The field's Python type gives the JSON type, and ``Annotated`` extras narrow it:
+
+=================================  =====================================================
+Python type                        JSON / OpenAPI
+=================================  =====================================================
+``str``, ``int``, ``bool``         string, integer, boolean
+``Annotated[str, OneOf(values)]``  string with ``enum``
+``Annotated[..., Pattern(...)]``   ``pattern`` (checked by the parser too)
+``Annotated[..., Format(name)]``   ``format`` (documentation only)
+``int | str``                      int-or-string (``x-kubernetes-int-or-string``)
+``list[X]``, ``dict[str, X]``      array, object with ``additionalProperties``
+``Any``                            any JSON (``x-kubernetes-preserve-unknown-fields``)
+a ``Model`` subclass               object with ``properties`` and ``required``
+=================================  =====================================================
+
+``X | None`` is the same as ``X``: absence is expressed by the field's default. The JSON name of a
+field is its attribute name in camelCase (a trailing ``_`` is dropped, so ``from_`` is ``from``).
+
+From that single declaration, :func:`parse` builds a model from decoded JSON and reports *every*
+problem with its field path (``spec.overrideRules[1].overriders.template.type``), and
+:func:`openapi` emits the structural schema a CustomResourceDefinition needs. Nothing here knows
+about policies.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args, get_origin, get_type_hints
+
+from kinitiras_py.base.errors import PolicyError, PolicyErrors
+from kinitiras_py.base.typedefs import JSON, Obj
+
+M = TypeVar("M", bound="Model")
+NodeKind = Literal["string", "integer", "boolean", "int-or-string", "array", "map", "object", "any"]
+
+_META_KEY = "kinitiras_py.api.schema"
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """``Annotated`` extra: the string must be one of ``values``."""
+
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """``Annotated`` extra: strings must match ``regex``; ``meaning`` is what the error message says."""
+
+    regex: str
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Format:
+    """``Annotated`` extra: the OpenAPI ``format`` (``int64``, ``date-time``); not checked."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Prop:
+    """What :func:`prop` records about a field, besides its type."""
+
+    description: str
+    required: bool
+    default: JSON
+    min_items: int | None
+
+
+def prop(description: str, *, required: bool = False, default: JSON = _UNSET,
+         factory: Callable[[], Any] | None = None, min_items: int | None = None) -> Any:
+    """Declare a model field.
+
+    ``default`` is a schema default: it is written into the CRD (the API server applies it) and the
+    parser applies it too. ``factory`` is only the Python value of an absent field (``list``,
+    ``dict``); without either, an absent optional field is ``None``.
+    """
+    meta = {_META_KEY: Prop(description, required, default, min_items)}
+    if required:
+        return field(metadata=meta)
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=None if default is _UNSET else default, metadata=meta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Model:
+    """Base of every declared model. ``raw`` is the JSON object the model was parsed from, untouched
+    (schema defaults are not written into it)."""
+
+    OPEN: ClassVar[bool] = False
+    """True for shapes owned by someone else (object metadata): unknown fields are kept, not errors."""
+
+    raw: Obj = field(default_factory=dict, repr=False, compare=False)
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        """Cross-field problems the CRD schema cannot express (Kubernetes 1.20 has no CEL rules), as
+        ``(field path relative to this model, reason)``. The parser reports them; the API server
+        does not, so the admission webhook must."""
+        return iter(())
+
+
+@dataclass(frozen=True)
+class Node:
+    """A field's type, resolved from its annotation."""
+
+    kind: NodeKind
+    enum: tuple[str, ...] = ()
+    pattern: Pattern | None = None
+    format: str | None = None
+    item: Node | None = None
+    model: type[Model] | None = None
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One declared field: attribute name, JSON name, type and declaration."""
+
+    attr: str
+    json: str
+    node: Node
+    prop: Prop
+
+
+def _camel(attr: str) -> str:
+    head, *rest = attr.rstrip("_").split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+_SCALARS: dict[Any, NodeKind] = {str: "string", int: "integer", bool: "boolean", Any: "any"}
+
+
+def _node(tp: Any) -> Node:
+    extras: tuple[Any, ...] = ()
+    if get_origin(tp) is Annotated:
+        tp, *rest = get_args(tp)
+        extras = tuple(rest)
+    node = _bare_node(tp)
+    for extra in extras:
+        if isinstance(extra, OneOf):
+            node = dataclasses.replace(node, enum=extra.values)
+        elif isinstance(extra, Pattern):
+            node = dataclasses.replace(node, pattern=extra)
+        elif isinstance(extra, Format):
+            node = dataclasses.replace(node, format=extra.name)
+    return node
+
+
+def _bare_node(tp: Any) -> Node:
+    origin = get_origin(tp)
+    if origin in (types.UnionType, typing.Union):
+        args = [arg for arg in get_args(tp) if arg is not type(None)]
+        if set(args) == {int, str}:
+            return Node("int-or-string")
+        if len(args) == 1:
+            return _node(args[0])
+    elif origin is list:
+        return Node("array", item=_node(get_args(tp)[0]))
+    elif origin is dict:
+        return Node("map", item=_node(get_args(tp)[1]))
+    elif tp in _SCALARS:
+        return Node(_SCALARS[tp])
+    elif isinstance(tp, type) and issubclass(tp, Model):
+        return Node("object", model=tp)
+    raise TypeError(f"no schema for the annotation {tp!r}")
+
+
+_FIELDS: dict[type[Model], tuple[FieldSpec, ...]] = {}
+
+
+def fields_of(cls: type[Model]) -> tuple[FieldSpec, ...]:
+    """The declared fields of a model, in declaration order (``raw`` is not one)."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        hints = get_type_hints(cls, include_extras=True)
+        found = _FIELDS[cls] = tuple(
+            FieldSpec(f.name, _camel(f.name), _node(hints[f.name]), f.metadata[_META_KEY])
+            for f in dataclasses.fields(cls) if _META_KEY in f.metadata
+        )
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# OpenAPI
+
+
+def openapi(cls: type[Model]) -> Obj:
+    """The structural OpenAPI v3 schema of a model (an object node, without a description)."""
+    return _schema(Node("object", model=cls))
+
+
+def _schema(node: Node) -> Obj:
+    if node.kind == "object":
+        assert node.model is not None
+        properties = {f.json: _property(f) for f in fields_of(node.model)}
+        out: Obj = {"type": "object", "properties": properties}
+        required = [f.json for f in fields_of(node.model) if f.prop.required]
+        if required:
+            out["required"] = required
+        return out
+    if node.kind == "array":
+        assert node.item is not None
+        return {"type": "array", "items": _schema(node.item)}
+    if node.kind == "map":
+        assert node.item is not None
+        return {"type": "object", "additionalProperties": _schema(node.item)}
+    if node.kind == "any":
+        return {"x-kubernetes-preserve-unknown-fields": True}
+    if node.kind == "int-or-string":
+        out = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+    else:
+        out = {"type": node.kind}
+    if node.format:
+        out["format"] = node.format
+    if node.enum:
+        out["enum"] = list(node.enum)
+    if node.pattern:
+        out["pattern"] = node.pattern.regex
+    return out
+
+
+def _property(f: FieldSpec) -> Obj:
+    out: Obj = {"description": f.prop.description, **_schema(f.node)}
+    if f.prop.default is not _UNSET:
+        out["default"] = copy.deepcopy(f.prop.default)
+    if f.prop.min_items is not None:
+        out["minItems"] = f.prop.min_items
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+def parse(cls: type[M], data: JSON, path: str = "") -> M:
+    """Build ``cls`` from decoded JSON; raise ``PolicyErrors`` listing every problem found."""
+    errors: list[PolicyError] = []
+    model = parse_into(cls, data, path, errors)
+    if model is None or errors:
+        raise PolicyErrors(errors)
+    return model
+
+
+def parse_into(cls: type[M], data: JSON, path: str, errors: list[PolicyError]) -> M | None:
+    """Like :func:`parse`, but append problems to ``errors``; None when ``data`` has any problem."""
+    model = _parse(Node("object", model=cls), data, path, errors)
+    return typing.cast("M | None", model)
+
+
+def unsupported(value: JSON, allowed: tuple[str, ...]) -> str:
+    """The reason given for a value outside an enum."""
+    return f"unsupported value {_show(value)}: must be one of {', '.join(allowed)}"
+
+
+def json_type(value: JSON) -> str:
+    """The JSON type name of a decoded value, as error messages say it."""
+    if value is None:
+        return "null"
+    for kind, name in ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
+                       (list, "array"), (dict, "object")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _show(value: JSON) -> str:
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+def _at_least(count: int) -> str:
+    return f"must have at least {count} item{'' if count == 1 else 's'}"
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _parse(node: Node, value: JSON, path: str, errors: list[PolicyError]) -> Any:
+    kind = node.kind
+    if kind == "any":
+        return value
+    if kind == "object":
+        assert node.model is not None
+        return _parse_object(node.model, value, path, errors)
+    if kind == "array":
+        assert node.item is not None
+        if not isinstance(value, list):
+            errors.append(PolicyError(path, f"must be of type array, got {json_type(value)}"))
+            return None
+        return [_parse(node.item, item, f"{path}[{i}]", errors) for i, item in enumerate(value)]
+    if kind == "map":
+        assert node.item is not None
+        if not isinstance(value, dict):
+            errors.append(PolicyError(path, f"must be of type object, got {json_type(value)}"))
+            return None
+        return {str(k): _parse(node.item, v, f"{path}[{k}]", errors) for k, v in value.items()}
+    return _parse_scalar(node, value, path, errors)
+
+
+def _parse_scalar(node: Node, value: JSON, path: str, errors: list[PolicyError]) -> Any:
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    ok = {
+        "string": isinstance(value, str),
+        "integer": is_int,
+        "boolean": isinstance(value, bool),
+        "int-or-string": is_int or isinstance(value, str),
+    }[node.kind]
+    if not ok:
+        wanted = "an integer or a string" if node.kind == "int-or-string" else f"of type {node.kind}"
+        errors.append(PolicyError(path, f"must be {wanted}, got {json_type(value)}"))
+        return None
+    if node.enum and value not in node.enum:
+        errors.append(PolicyError(path, unsupported(value, node.enum)))
+        return None
+    # OpenAPI patterns are unanchored; ours carry their own anchors, so search() is faithful.
+    if node.pattern and isinstance(value, str) and not re.search(node.pattern.regex, value):
+        errors.append(PolicyError(path, f"{_show(value)} is not {node.pattern.meaning}"))
+        return None
+    return value
+
+
+def _parse_object(cls: type[Model], value: JSON, path: str, errors: list[PolicyError]) -> Model | None:
+    if not isinstance(value, dict):
+        errors.append(PolicyError(path, f"must be of type object, got {json_type(value)}"))
+        return None
+    before = len(errors)
+    by_json = {f.json: f for f in fields_of(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, item in value.items():
+        spec = by_json.get(key)
+        if spec is None:
+            if not cls.OPEN:
+                # The API server would prune it silently and the user would lose that config.
+                errors.append(PolicyError(_join(path, str(key)), "unknown field"))
+            continue
+        if item is None:  # the API server prunes nulls: same as absent
+            continue
+        sub = _join(path, key)
+        kwargs[spec.attr] = _parse(spec.node, item, sub, errors)
+        if spec.prop.min_items is not None and isinstance(item, list) and len(item) < spec.prop.min_items:
+            errors.append(PolicyError(sub, _at_least(spec.prop.min_items)))
+    for spec in by_json.values():
+        if spec.attr in kwargs:
+            continue
+        if spec.prop.required:
+            errors.append(PolicyError(_join(path, spec.json), "required field is missing"))
+        elif spec.prop.default is not _UNSET:
+            kwargs[spec.attr] = copy.deepcopy(spec.prop.default)
+    if len(errors) > before:
+        return None
+    model = cls(raw=value, **kwargs)
+    errors.extend(PolicyError(_join(path, rel), reason) for rel, reason in model.problems())
+    return model

@@ -1,0 +1,301 @@
+"""CEL adapter: compile rule expressions once, evaluate them against JSON inputs.
+
+This is the only module that imports ``cel_expr_python``; everything else sees :class:`Program`,
+plain JSON values and :mod:`kinitiras_py.base.errors`.
+
+Environment
+    Variables :data:`VARIABLES`, all ``dyn``; a variable not supplied at evaluation is ``null``,
+    so a rule can test ``oldObject == null``. Extensions: strings, optional (``obj.?field``,
+    ``m[?'k']``, ``optional.of/none``, ``orValue``), math, encoders (base64), bindings
+    (``cel.bind``), plus the function library of :mod:`.celext`.
+
+Inputs
+    JSON values (dict/list/str/int/float/bool/None). An integer outside the int64 range becomes a
+    float, as the API server's own JSON decoding does; an integer too large for a float, or a
+    value of any other type, raises :class:`CelEvalError`. Tuples are accepted as lists.
+
+Results
+    Plain JSON. A result holding bytes, a timestamp, a duration, a type, a map with non-string
+    keys or an optional raises :class:`CelEvalError` (convert with ``string()`` or unwrap with
+    ``orValue()``); an expression whose static type is an optional does not compile.
+
+Limits of cel-expr-python 0.1.3 worth knowing when writing rules
+    * the branches of ``c ? a : b`` must have one static type: ``c ? {'a': 1} : {'b': 'x'}``
+      does not compile, ``c ? dyn({'a': 1}) : dyn({'b': 'x'})`` does;
+    * selecting a field of ``null`` is an error, even under ``has()`` or ``.?``: on CREATE
+      ``oldObject.metadata``, ``has(oldObject.metadata)`` and ``oldObject.?metadata`` all fail,
+      so test ``oldObject != null`` first;
+    * there is no cost limit; expressions are bounded only by :data:`MAX_SOURCE_BYTES`.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
+
+from kinitiras_py.base.errors import CelCompileError, CelEvalError
+from kinitiras_py.base.typedefs import JSON
+from kinitiras_py.engine.evaluation import celext
+
+VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject")
+MAX_SOURCE_BYTES = 64 * 1024
+CACHE_SIZE = 1024
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# absl status decorations around cel-cpp messages: "INVALID_ARGUMENT: ... [INVALID_ARGUMENT]".
+_STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
+_STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]$")
+# cel-cpp runtime messages reworded as Kubernetes (cel-go) users know them.
+_REWORDINGS = (
+    (re.compile(r'^Key not found in map : "(.*)"$', re.DOTALL), r"no such key: \1"),
+    (re.compile(r"^Applying SELECT to non-message type$"),
+     "cannot select a field of a value that is not a map (null?); compare it with null first"),
+)
+
+_TYPES: dict[celext.Kind, cel.Type] = {
+    "dyn": cel.Type.DYN,
+    "bool": cel.Type.BOOL,
+    "int": cel.Type.INT,
+    "double": cel.Type.DOUBLE,
+    "string": cel.Type.STRING,
+    "list": cel.Type.List(cel.Type.DYN),
+}
+# An "any" parameter becomes one overload per JSON kind. A dyn parameter would type-check but
+# never match at runtime; google.protobuf.Any would match everything, optionals included, and
+# cel-expr-python crashes converting an optional argument. With concrete kinds an optional
+# argument is a compile error, or a "no matching overload" error when hidden behind dyn().
+_ANY = (cel.Type.NULL, cel.Type.BOOL, cel.Type.INT, cel.Type.UINT, cel.Type.DOUBLE, cel.Type.STRING,
+        cel.Type.BYTES, cel.Type.List(cel.Type.DYN), cel.Type.Map(cel.Type.DYN, cel.Type.DYN))
+
+
+def _declaration(function: celext.Function) -> cel.FunctionDecl:
+    overloads = []
+    for o in function.overloads:
+        signatures = list(itertools.product(*(_ANY if p == "any" else (_TYPES[p],) for p in o.params)))
+        for n, params in enumerate(signatures):
+            overload_id = o.id if len(signatures) == 1 else f"{o.id}_{n}"
+            overloads.append(cel.Overload(overload_id, _TYPES[o.result], list(params), is_member=o.member,
+                                          impl=o.impl))
+    return cel.FunctionDecl(function.name, overloads)
+
+
+@functools.cache
+def _env() -> cel.Env:
+    env = cel.NewEnv(
+        variables={name: cel.Type.DYN for name in VARIABLES},
+        extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath(),
+                    ext_encoders.ExtEncoders(), ext_bindings.ExtBindings()],
+        functions=[_declaration(f) for f in celext.FUNCTIONS],
+    )
+    # The environment is configured lazily by the first compile; do it here so a clash in our
+    # own declarations fails loudly instead of being reported as a broken policy.
+    env.compile("true")
+    return env
+
+
+def _clean(message: str) -> str:
+    return _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
+
+
+def _eval_error(message: str) -> CelEvalError:
+    text = _clean(message)
+    for pattern, replacement in _REWORDINGS:
+        text = pattern.sub(replacement, text)
+    return CelEvalError(text)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Program:
+    """A compiled CEL expression: immutable, reusable across requests, threads and tasks."""
+
+    source: str
+    _expression: Any = field(repr=False)
+
+    def evaluate(self, variables: Mapping[str, JSON]) -> JSON:
+        """Evaluate with ``variables`` (names from :data:`VARIABLES`; missing ones are null).
+
+        Returns a plain JSON value; raises :class:`CelEvalError` when evaluation fails.
+        """
+        unknown = set(variables) - set(VARIABLES)
+        if unknown:
+            raise ValueError(f"unknown CEL variables {sorted(unknown)}; expected some of {VARIABLES}")
+        data = {name: _input(name, variables.get(name)) for name in VARIABLES}
+        try:
+            result = self._expression.eval(data=data)
+        except RuntimeError as e:  # some conversion failures raise instead of yielding an error value
+            raise _eval_error(str(e)) from None
+        return _result(result)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def compile_program(source: str) -> Program:
+    """Compile ``source``; the same text always yields the same :class:`Program`.
+
+    Raises :class:`CelCompileError` whose message is the compiler's diagnostic, with the caret
+    under the offending position. Results are cached by source text (LRU, :data:`CACHE_SIZE`).
+    """
+    size = len(source.encode("utf-8"))
+    if size > MAX_SOURCE_BYTES:
+        raise CelCompileError(f"the expression is {size} bytes long; the limit is {MAX_SOURCE_BYTES}")
+    try:
+        expression = _env().compile(source)
+    except RuntimeError as e:
+        raise CelCompileError(_clean(str(e))) from None
+    if "optional_type" in expression.return_type().name():
+        raise CelCompileError(
+            f"the expression evaluates to {expression.return_type().name()}, which has no JSON form; "
+            "unwrap it with .orValue(default)"
+        )
+    return Program(source, expression)
+
+
+def check_syntax(source: str) -> str | None:
+    """None when ``source`` compiles (parses and type-checks), else the compiler's diagnostic."""
+    try:
+        compile_program(source)
+    except CelCompileError as e:
+        return str(e)
+    return None
+
+
+class _NotJSON(Exception):
+    """A value that cannot cross the boundary; ``where`` is filled in while unwinding."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.where: list[str] = []
+
+    def error(self, root: str) -> CelEvalError:
+        return CelEvalError(f"{root}{''.join(reversed(self.where))}: {self.reason}")
+
+
+def _input(name: str, value: JSON) -> Any:
+    try:
+        return _to_cel(value)
+    except _NotJSON as e:
+        raise e.error(name) from None
+
+
+def _to_cel(value: JSON) -> Any:
+    """``value`` as cel-expr-python accepts it; the same object when no change is needed."""
+    kind = type(value)
+    if value is None or kind is str or kind is bool or kind is float:
+        return value
+    if kind is int:
+        if _INT64_MIN <= value <= _INT64_MAX:
+            return value
+        try:
+            return float(value)  # what the API server's JSON decoder does with such numbers
+        except OverflowError:
+            raise _NotJSON(f"integer {value} is too large for CEL") from None
+    if isinstance(value, dict):
+        out = None if kind is dict else dict(value)  # cel-expr-python refuses subclasses
+        for key, item in value.items():
+            try:
+                converted = _to_cel(item)
+            except _NotJSON as e:
+                e.where.append(f".{key}")
+                raise
+            if converted is not item:
+                out = out if out is not None else dict(value)
+                out[key] = converted
+        return value if out is None else out
+    if isinstance(value, list | tuple):
+        out_list = None if kind is list else list(value)
+        for i, item in enumerate(value):
+            try:
+                converted = _to_cel(item)
+            except _NotJSON as e:
+                e.where.append(f"[{i}]")
+                raise
+            if converted is not item:
+                out_list = out_list if out_list is not None else list(value)
+                out_list[i] = converted
+        return value if out_list is None else out_list
+    raise _NotJSON(f"a {kind.__name__} is not a JSON value")
+
+
+def _result(result: Any) -> JSON:
+    """The JSON form of an evaluation result (a ``cel.Value``)."""
+    if result.type() == cel.Type.ERROR:
+        try:
+            message = result.value()
+        except TypeError:  # an optional also reports type ERROR, and cannot be converted
+            message = None
+        if isinstance(message, str):
+            raise _eval_error(message)
+        raise CelEvalError("the result is an optional value; unwrap it with .orValue(default)")
+    if result.type() == cel.Type.NULL:
+        return None
+    try:
+        # plain_value() drops a reference to None for every null it converts (fatal once None's
+        # count reaches zero, before Python 3.12 made None immortal) and crashes the process on
+        # an optional inside a map. Results whose debug text shows either take the slow path.
+        text = repr(result)
+        plain = _careful(result) if "null" in text or "optional." in text else result.plain_value()
+        _check_json(plain)
+    except _NotJSON as e:
+        raise e.error("result") from None
+    return plain
+
+
+def _careful(value: Any) -> Any:
+    """Convert a ``cel.Value`` element by element, never asking cel-expr-python for a null."""
+    kind = value.type()
+    if kind == cel.Type.NULL:
+        return None
+    if kind == cel.Type.ERROR:  # inside a container this can only be an optional
+        raise _NotJSON("an optional value has no JSON form; unwrap it with .orValue(default)")
+    item = value.value()
+    if isinstance(item, list):
+        out = []
+        for i, element in enumerate(item):
+            try:
+                out.append(_careful(element))
+            except _NotJSON as e:
+                e.where.append(f"[{i}]")
+                raise
+        return out
+    if isinstance(item, dict):
+        result = {}
+        for key, element in item.items():
+            try:
+                result[key] = _careful(element)
+            except _NotJSON as e:
+                e.where.append(f".{key}")
+                raise
+        return result
+    return item
+
+
+def _check_json(value: Any) -> None:
+    """Raise :class:`_NotJSON` unless a CEL result (from ``plain_value()``) is plain JSON."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            try:
+                _check_json(item)
+            except _NotJSON as e:
+                e.where.append(f"[{i}]")
+                raise
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _NotJSON(f"map key {key!r} is not a string, which JSON requires")
+            try:
+                _check_json(item)
+            except _NotJSON as e:
+                e.where.append(f".{key}")
+                raise
+        return
+    raise _NotJSON(f"a {type(value).__name__} value has no JSON form; convert it with string()")

@@ -1,0 +1,146 @@
+"""The Python helpers rendered CEL calls: patches, tolerations, affinity, loose comparison."""
+
+from __future__ import annotations
+
+import pytest
+
+from kinitiras_py.engine import patching
+from kinitiras_py.engine.evaluation import builtins as b
+
+
+def test_merge_creates_missing_parents_once_with_all_leaves() -> None:
+    ops = b.merge({"name": "app"}, "/spec/containers/0",
+                  {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}})
+    assert ops == [{"op": "add", "path": "/spec/containers/0/resources",
+                    "value": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]
+
+
+def test_merge_skips_equal_leaves_and_nulls() -> None:
+    base = {"resources": {"requests": {"cpu": "500m"}}}
+    ops = b.merge(base, "/c", {"resources": {"requests": {"cpu": "500m", "memory": None, "x": "1"}}})
+    assert ops == [{"op": "add", "path": "/c/resources/requests/x", "value": "1"}]
+
+
+def test_merge_all_null_leaves_produce_nothing() -> None:
+    assert b.merge({}, "/c", {"resources": {"requests": {"cpu": None}}}) == []
+
+
+def test_merge_escapes_keys_and_distinguishes_types() -> None:
+    ops = b.merge({"labels": {"a/b": "1"}}, "/metadata", {"labels": {"a/b": 1, "x~y": "v"}})
+    assert ops == [{"op": "add", "path": "/metadata/labels/a~1b", "value": 1},
+                   {"op": "add", "path": "/metadata/labels/x~0y", "value": "v"}]
+
+
+def test_merged_patch_applies() -> None:
+    doc = {"metadata": {"name": "p"}}
+    ops = b.merge(doc["metadata"], "/metadata", {"labels": {"app.kubernetes.io/name": "web"}})
+    assert patching.apply_patch(doc, ops) == {"metadata": {"name": "p", "labels": {"app.kubernetes.io/name": "web"}}}
+
+
+def test_remove_only_when_present() -> None:
+    base = {"labels": {"k": "v"}}
+    assert b.remove(base, "/metadata", ["labels", "k"]) == [{"op": "remove", "path": "/metadata/labels/k"}]
+    assert b.remove(base, "/metadata", ["labels", "zz"]) == []
+    assert b.remove({}, "/metadata", ["labels", "k"]) == []
+
+
+def test_replace_sets_removes_and_skips_equal() -> None:
+    assert b.replace({"t": [1]}, "/spec", "t", [1]) == []
+    assert b.replace({"t": [1]}, "/spec", "t", [2]) == [{"op": "add", "path": "/spec/t", "value": [2]}]
+    assert b.replace({"t": [1]}, "/spec", "t", None) == [{"op": "remove", "path": "/spec/t"}]
+    assert b.replace({}, "/spec", "t", None) == []
+
+
+T1 = {"key": "k1", "operator": "Exists", "effect": "NoSchedule"}
+T2 = {"key": "k2", "operator": "Equal", "value": "v", "effect": "NoExecute", "tolerationSeconds": 5}
+
+
+def test_tolerations_add_without_duplicates() -> None:
+    assert b.tolerations_add([T1], [T1, T2]) == [T1, T2]
+    assert b.tolerations_add(None, [T2, T2]) == [T2]
+    # tolerationSeconds is not part of identity, and an empty operator means Equal.
+    same = {"key": "k2", "value": "v", "effect": "NoExecute", "tolerationSeconds": 9}
+    assert b.tolerations_add([T2], [same]) == [T2]
+
+
+def test_tolerations_replace_matches_key_and_effect_and_adds_new() -> None:
+    newer = {"key": "k1", "operator": "Equal", "value": "x", "effect": "NoSchedule"}
+    assert b.tolerations_replace([T1, T2], [newer]) == [T2, newer]
+    assert b.tolerations_replace([], [T1]) == [T1]
+
+
+def test_tolerations_remove_several() -> None:
+    t3 = {"key": "k3", "operator": "Exists"}
+    assert b.tolerations_remove([T1, T2, t3], [T2, t3]) == [T1]
+    assert b.tolerations_remove(None, [T1]) == []
+
+
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+NODE_TERM = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+PREF = {"weight": 10, "preference": NODE_TERM}
+
+
+def test_affinity_add_wraps_node_selector_terms_and_dedups() -> None:
+    policy = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [NODE_TERM]},
+                               "preferredDuringSchedulingIgnoredDuringExecution": [PREF]}}
+    once = b.affinity_add(None, policy)
+    assert once == policy
+    assert b.affinity_add(once, policy) == policy
+
+
+def test_affinity_add_appends_to_existing_terms() -> None:
+    other = {"matchExpressions": [{"key": "disk", "operator": "Exists"}]}
+    current = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [other]}}}
+    policy = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [NODE_TERM]}}}
+    got = b.affinity_add(current, policy)
+    current = {"podAntiAffinity": {REQUIRED: [pod_term]},
+
+
+def test_affinity_replace_and_remove() -> None:
+    pod_term = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+    current = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [pod_term]},
+               "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [PREF]}}
+    policy = {"nodeAffinity": {PREFERRED: [{"weight": 1, "preference": NODE_TERM}]}}
+    replaced = b.affinity_replace(current, policy)
+    assert replaced["nodeAffinity"] == policy["nodeAffinity"]
+    assert replaced["podAntiAffinity"] == current["podAntiAffinity"]
+    removed = b.affinity_remove(current, {"nodeAffinity": {PREFERRED: [PREF]}})
+    assert removed == {"podAntiAffinity": current["podAntiAffinity"]}
+
+
+@pytest.mark.parametrize(("a", "b_", "equal"), [
+    ("13", 13, True), ("1.4", 1.4, True), ("test", "test", True), ("x", "y", False),
+    (True, "true", True), ("01", 1, True), ("a", 1, False),
+])
+def test_loose_equal(a: object, b_: object, equal: bool) -> None:
+    assert b.loose_equal(a, b_) is equal
+
+
+def test_loose_compare_numbers_strings_and_errors() -> None:
+    assert b.loose_compare("13", 12) == 1
+    assert b.loose_compare(2, "2.0") == 0
+    assert b.loose_compare("abc", "abd") == -1
+    with pytest.raises(ValueError, match="cannot order"):
+        b.loose_compare({"a": 1}, 2)
+
+
+def test_loose_in() -> None:
+    assert b.loose_in("13", [12, 13, 15])
+    assert not b.loose_in("14", [12, 13, 15])
+
+
+@pytest.mark.parametrize(("value", "op", "operand", "result"), [
+    (10, "*", "50%", 5), (10, "+", "2", 12), (10, "-", 2.5, 7.5), (9, "/", "3", 3), ("4", "*", "0.5", 2),
+])
+def test_arithmetic(value: object, op: str, operand: object, result: object) -> None:
+    assert b.arithmetic(value, op, operand) == result
+
+
+def test_arithmetic_errors() -> None:
+    with pytest.raises(ValueError, match="divides by zero"):
+        b.arithmetic(1, "/", "0")
+    with pytest.raises(ValueError, match="needs a number"):
+        b.arithmetic("x", "+", "1")
+    with pytest.raises(ValueError, match="percentage"):
+        b.arithmetic(1, "+", "abc")
