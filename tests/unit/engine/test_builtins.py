@@ -94,7 +94,7 @@ def test_affinity_add_appends_to_existing_terms() -> None:
     current = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [other]}}}
     policy = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [NODE_TERM]}}}
     got = b.affinity_add(current, policy)
-    current = {"podAntiAffinity": {REQUIRED: [pod_term]},
+    assert got["nodeAffinity"][REQUIRED]["nodeSelectorTerms"] == [other, NODE_TERM]
 
 
 def test_affinity_replace_and_remove() -> None:
