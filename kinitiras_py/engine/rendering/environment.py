@@ -33,7 +33,7 @@ def cel_string(text: str) -> str:
 
 
 def cel_literal(value: JSON) -> str:
-    """A CEL literal for a JSON value; maps and lists are wrapped in dyn() to allow mixed types."""
+    """A CEL literal for a JSON value (the checker accepts mixed element types in literals)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -47,15 +47,10 @@ def cel_literal(value: JSON) -> str:
     if isinstance(value, str):
         return cel_string(value)
     if isinstance(value, list):
-        return "[" + ", ".join(_dyn(v) for v in value) + "]"
+        return "[" + ", ".join(cel_literal(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{cel_string(str(k))}: {_dyn(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{cel_string(str(k))}: {cel_literal(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {type(value).__name__} as CEL")
-
-
-def _dyn(value: JSON) -> str:
-    # Elements of heterogeneous literals must share one static type for the checker.
-    return f"dyn({cel_literal(value)})"
 
 
 def ref_root(ref: Obj, param: str) -> str:

@@ -237,8 +237,8 @@ def render_condition(template: Obj, path: str) -> str:
     tests = {
         "Equal": f"cond.equal(d.value(), {right})",
         "NotEqual": f"!cond.equal(d.value(), {right})",
-        "In": f"cond.in(d.value(), {right})",
-        "NotIn": f"!cond.in(d.value(), {right})",
+        "In": f"cond.isIn(d.value(), {right})",
+        "NotIn": f"!cond.isIn(d.value(), {right})",
         "Regex": f"string(d.value()).matches(string({right}))",
     }
     test = tests.get(op) or f"cond.compare(d.value(), {right}) {_ORDERING[op]}"
