@@ -440,12 +440,11 @@ def _result(result: Any) -> JSON:
         if isinstance(message, str):
             raise _eval_error(message)
         raise CelEvalError("the result is an optional value; unwrap it with .orValue(default)")
-    if result.type() == cel.Type.NULL:
-        return None
     try:
         # plain_value() drops a reference to None for every null it converts (fatal once None's
         # count reaches zero, before Python 3.12 made None immortal) and crashes the process on
-        # an optional inside a map. Results whose debug text shows either take the slow path.
+        # an optional inside a map (which _optional_misuse should already have refused).
+        # Results whose debug text shows either take the slow path.
         text = repr(result)
         plain = _careful(result) if "null" in text or "optional." in text else result.plain_value()
         _check_json(plain)
