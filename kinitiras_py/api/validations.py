@@ -60,7 +60,9 @@ class ValidateRule(Model):
                                                     "all.", factory=list)
     template: ValidateRuleTemplate | None = prop("A declarative check rendered to renderedCel.")
     cel: str | None = prop("CEL expression over object and oldObject deciding whether the request "
-                           "is admitted.")
+                           "is admitted: a bool, or a map {valid, reason}.")
+    message: str | None = prop("Why the request was refused when cel returns false (the template's "
+                               "condition has its own message).")
     rendered_cel: str | None = prop("CEL rendered from template; written by the controller, do not "
                                     "edit.")
     cue: str | None = prop("CUE program (kinitiras); refused at admission, use cel.")

@@ -30,6 +30,8 @@ class Mutation:
     warnings: list[str] = field(default_factory=list)
     failure: RuleFailure | None = None
     """A rule failed with failurePolicy Fail: the request must be denied and ``object`` unchanged."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds spent per matching policy (by policy ref), for metrics."""
 
     @property
     def allowed(self) -> bool:
@@ -46,3 +48,5 @@ class Verdict:
     policy: str = ""
     warnings: list[str] = field(default_factory=list)
     audit: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds spent per matching policy (by policy ref), for metrics."""

@@ -1,0 +1,66 @@
+"""The policy interrupter: when a policy itself is admitted, check it and write its rendered CEL.
+
+kinitiras only did this for policies carrying a webhook label; here every policy is handled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kinitiras_py.admission.pipeline import Request
+from kinitiras_py.api import policies as models
+from kinitiras_py.base.errors import PolicyErrors
+from kinitiras_py.base.typedefs import Obj, Patch
+from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.compiling import compile_policy
+
+
+@dataclass
+class PolicyAdmission:
+    """What admitting a policy object gives: a patch, or a refusal naming the fields."""
+
+    patch: Patch = field(default_factory=list)
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    compiled: CompiledPolicy | None = None
+
+
+def is_policy(obj: Obj) -> bool:
+    """Whether ``obj`` is one of our policy kinds."""
+    return models.is_policy(obj)
+
+
+def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
+    """JSON patch ops setting ``renderedCel`` of every templated rule; none when already current."""
+    rules = (doc.get("spec") or {}).get("validateRules" if compiled.validating else "overrideRules") or []
+    field_name = "validateRules" if compiled.validating else "overrideRules"
+    ops: Patch = []
+    for index, source in sorted(compiled.rendered.items()):
+        rule = rules[index]
+        if compiled.validating:
+            holder, pointer = rule, f"/spec/{field_name}/{index}"
+        elif isinstance(rule.get("overriders"), dict):
+            holder, pointer = rule["overriders"], f"/spec/{field_name}/{index}/overriders"
+        else:
+            continue
+        if holder.get("renderedCel") != source:
+            ops.append({"op": "add", "path": f"{pointer}/renderedCel", "value": source})
+    return ops
+
+
+def admit_policy(request: Request) -> PolicyAdmission:
+    """Check a policy on CREATE/UPDATE and render its templates; other operations pass untouched."""
+    if request.operation not in ("CREATE", "UPDATE"):
+        return PolicyAdmission()
+    obj = request.object
+    try:
+        compiled = compile_policy(obj)
+    except PolicyErrors as e:
+        return PolicyAdmission(error=str(e))
+    return PolicyAdmission(patch=rendered_patch(obj, compiled), warnings=list(compiled_warnings(compiled)),
+                           compiled=compiled)
+
+
+def compiled_warnings(compiled: CompiledPolicy) -> tuple[str, ...]:
+    """Warnings found while compiling (e.g. credentials written inline), if the engine gives any."""
+    return tuple(getattr(compiled, "warnings", ()) or ())

@@ -1,0 +1,110 @@
+"""AdmissionReview (admission.k8s.io v1 and v1beta1) decoding and encoding.
+
+The request is bad (not the object): :class:`~kinitiras_py.base.errors.ReviewError`, answered
+with a 400 denial that echoes the uid when one could be read.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from kinitiras_py.admission.pipeline import Request
+from kinitiras_py.base.errors import ReviewError
+from kinitiras_py.base.typedefs import Obj, Patch
+
+API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
+
+@dataclass
+class Review:
+    """A decoded AdmissionReview request."""
+
+    api_version: str
+    uid: str
+    request: Request
+    raw: Obj
+    """The ``request`` member as received (kind, resource, name, options...)."""
+
+    @property
+    def kind(self) -> Obj:
+        """The GroupVersionKind of the object under review."""
+        kind: Obj = self.raw.get("kind") or {}
+        return kind
+
+
+def peek_uid(body: bytes) -> tuple[str, str]:
+    """Best-effort (apiVersion, uid) of a body that failed to decode, for the error response."""
+    try:
+        doc = orjson.loads(body)
+        return str(doc.get("apiVersion") or API_VERSIONS[0]), str((doc.get("request") or {}).get("uid") or "")
+    except (orjson.JSONDecodeError, AttributeError, TypeError):
+        return API_VERSIONS[0], ""
+
+
+def decode(body: bytes) -> Review:
+    """Parse an AdmissionReview request; ReviewError says precisely what is wrong."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise ReviewError(f"the request body is not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ReviewError("the request body is not a JSON object")
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if kind != "AdmissionReview" or api_version not in API_VERSIONS:
+        raise ReviewError(f"expected an AdmissionReview of {' or '.join(API_VERSIONS)}, got {api_version}/{kind}")
+    req = doc.get("request")
+    if not isinstance(req, dict):
+        raise ReviewError("the AdmissionReview has no request")
+    uid = req.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewError("the AdmissionReview request has no uid")
+    operation = req.get("operation")
+    if operation not in OPERATIONS:
+        raise ReviewError(f"unsupported operation {operation!r}: expected one of {', '.join(OPERATIONS)}")
+    obj, old = req.get("object"), req.get("oldObject")
+    if operation == "DELETE":
+        # The object being deleted arrives as oldObject; rules see it as `object`.
+        obj, old = old, None
+    if operation != "CONNECT" and not isinstance(obj, dict):
+        raise ReviewError(f"the {operation} request carries no object")
+    if operation == "UPDATE" and not isinstance(old, dict):
+        raise ReviewError("the UPDATE request carries no oldObject")
+    user_info = req.get("userInfo")
+    user: Obj = user_info if isinstance(user_info, dict) else {}
+    request = Request(operation=operation, object=obj if isinstance(obj, dict) else {},
+                      old_object=old if isinstance(old, dict) else None,
+                      namespace=str(req.get("namespace") or ""), user_info=user, dry_run=bool(req.get("dryRun")))
+    return Review(api_version=str(api_version), uid=uid, request=request, raw=req)
+
+
+def allowed(api_version: str, uid: str, patch: Patch | None = None, warnings: list[str] | None = None,
+            audit: list[str] | None = None) -> bytes:
+    """An allowing response; the patch only when there is one."""
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
+    if warnings:
+        response["warnings"] = list(warnings)
+    if audit:
+        response["auditAnnotations"] = {f"kinitiras.kcloudlabs.io/audit-{i}": text for i, text in enumerate(audit)}
+    return _review(api_version, response)
+
+
+def denied(api_version: str, uid: str, message: str, code: int = 403, warnings: list[str] | None = None) -> bytes:
+    """A denying response; the API server shows ``message`` to the user."""
+    reason = {400: "BadRequest", 403: "Forbidden", 500: "InternalError"}.get(code, "Forbidden")
+    response: dict[str, Any] = {"uid": uid, "allowed": False,
+                                "status": {"status": "Failure", "code": code, "reason": reason, "message": message}}
+    if warnings:
+        response["warnings"] = list(warnings)
+    return _review(api_version, response)
+
+
+def _review(api_version: str, response: Obj) -> bytes:
+    return orjson.dumps({"apiVersion": api_version, "kind": "AdmissionReview", "response": response})

@@ -1,0 +1,118 @@
+"""The /mutate and /validate endpoints: decode, run admission under a deadline, encode."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from kinitiras_py.admission import policies
+from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.base.errors import ReviewError
+from kinitiras_py.engine.results import RuleFailure
+from kinitiras_py.webhook import codec
+from kinitiras_py.webhook.metrics import Metrics
+
+log = logging.getLogger("kinitiras_py.webhook")
+JSON_TYPE = "application/json"
+
+
+@dataclass
+class Handlers:
+    """Request handlers over one admission pipeline."""
+
+    pipeline: Pipeline
+    metrics: Metrics
+    deadline: float = 2.5
+    """Answer before the API server's webhook timeout (3 s by default), whatever happens."""
+    ready: Callable[[], bool] = lambda: True
+    on_rule_failure: Callable[[RuleFailure], None] | None = None
+
+    def _respond(self, endpoint: str, body: bytes, code: int, started: float) -> web.Response:
+        self.metrics.requests.labels(endpoint, str(code)).inc()
+        self.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
+        return web.Response(body=body, content_type=JSON_TYPE)
+
+    async def mutate(self, request: web.Request) -> web.Response:
+        """POST /mutate: policies get their templates rendered; other objects get overridden."""
+        return await self._handle(request, "mutate")
+
+    async def validate(self, request: web.Request) -> web.Response:
+        """POST /validate: policies are checked; every object meets the validate policies."""
+        return await self._handle(request, "validate")
+
+    async def _handle(self, request: web.Request, endpoint: str) -> web.Response:
+        started = time.perf_counter()
+        body = await request.read()
+        try:
+            review = codec.decode(body)
+        except ReviewError as e:
+            api_version, uid = codec.peek_uid(body)
+            log.warning("bad admission request", extra={"endpoint": endpoint, "reason": str(e)})
+            return self._respond(endpoint, codec.denied(api_version, uid, f"bad admission request: {e}", 400), 400,
+                                 started)
+        self.metrics.in_flight.labels(endpoint).inc()
+        try:
+            run = self._mutate if endpoint == "mutate" else self._validate
+            out, code = await asyncio.wait_for(run(review), self.deadline)
+        except TimeoutError:
+            message = f"kinitiras-py did not finish within its {self.deadline:g} s deadline"
+            log.error("deadline exceeded", extra={"endpoint": endpoint, "uid": review.uid})
+            out, code = codec.denied(review.api_version, review.uid, message, 500), 500
+        finally:
+            self.metrics.in_flight.labels(endpoint).dec()
+        return self._respond(endpoint, out, code, started)
+
+    async def _mutate(self, review: codec.Review) -> tuple[bytes, int]:
+        req = review.request
+        if req.operation == "CONNECT":
+            return codec.allowed(review.api_version, review.uid), 200
+        if policies.is_policy(req.object):
+            admission = policies.admit_policy(req)
+            if admission.error is not None:
+                return codec.denied(review.api_version, review.uid, admission.error, 403), 403
+            return codec.allowed(review.api_version, review.uid, admission.patch, admission.warnings), 200
+        mutation = await self.pipeline.mutate(req)
+        self.metrics.observe_mutation(mutation)
+        if mutation.failure is not None:
+            self._report(mutation.failure, req.dry_run)
+            return codec.denied(review.api_version, review.uid, str(mutation.failure), 403, mutation.warnings), 403
+        return codec.allowed(review.api_version, review.uid, mutation.patch, mutation.warnings), 200
+
+    async def _validate(self, review: codec.Review) -> tuple[bytes, int]:
+        req = review.request
+        if req.operation == "CONNECT":
+            return codec.allowed(review.api_version, review.uid), 200
+        warnings: list[str] = []
+        if policies.is_policy(req.object):
+            admission = policies.admit_policy(req)
+            if admission.error is not None:
+                return codec.denied(review.api_version, review.uid, admission.error, 403), 403
+            warnings += admission.warnings
+        verdict = await self.pipeline.validate(req)
+        self.metrics.observe_verdict(verdict)
+        if verdict.audit and not req.dry_run:
+            for entry in verdict.audit:
+                log.info("audit", extra={"uid": review.uid, "finding": entry})
+        if not verdict.allowed:
+            return codec.denied(review.api_version, review.uid, verdict.message, 403, warnings + verdict.warnings), 403
+        return codec.allowed(review.api_version, review.uid, None, warnings + verdict.warnings, verdict.audit), 200
+
+    def _report(self, failure: RuleFailure, dry_run: bool) -> None:
+        log.warning("rule failed", extra={"policy": failure.policy, "rule": failure.rule, "reason": failure.reason})
+        if self.on_rule_failure is not None and not dry_run:
+            self.on_rule_failure(failure)
+
+    async def readyz(self, _request: web.Request) -> web.Response:
+        """GET /readyz: 200 once informers synced and certificates loaded."""
+        if self.ready():
+            return web.Response(text="ok")
+        return web.Response(status=503, text="not ready: informers not synced or certificates not loaded")
+
+    async def healthz(self, _request: web.Request) -> web.Response:
+        """GET /healthz: the process serves requests."""
+        return web.Response(text="ok")
