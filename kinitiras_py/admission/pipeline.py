@@ -61,7 +61,8 @@ class Pipeline:
                 continue
             key = (policy.ref, rule.index)
             try:
-                values = await resolver.resolve_rule(rule.refs, obj, self.store, self.http, self.lookup_timeout)
+                values = await resolver.resolve_rule(rule.refs, obj, self.store, self.http, self.lookup_timeout,
+                                                     policy.namespace)
                 # An unresolved (null) reference is left out: rules see it as absent.
                 params[key] = {name: value for name, value in values.items() if value is not None}
             except resolver.LookupFailure as e:

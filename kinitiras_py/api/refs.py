@@ -58,6 +58,13 @@ class HttpDataRef(Model):
                                   "placeholder.", factory=dict)
     body: Any = prop("JSON body sent with POST.")
     auth: HttpAuth | None = prop("Bearer-token authentication.")
+    timeout_seconds: int | None = prop("How long to wait for the answer (whole seconds, at most 30); "
+                                         "default 1.")
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        """The timeout must be positive and at most 30 s (the webhook answers within 3 s anyway)."""
+        if self.timeout_seconds is not None and not 0 < self.timeout_seconds <= 30:
+            yield "timeoutSeconds", "must be greater than 0 and at most 30"
 
 
 @dataclass(frozen=True, kw_only=True)

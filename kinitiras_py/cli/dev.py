@@ -22,6 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p_up = dev_sub.add_parser("up", parents=[common], help="build (once), start and apply the CRDs")
     p_up.add_argument("--apiserver-port", type=int, default=None,
                       help="fixed kube-apiserver port (default: a free one)")
+    p_up.add_argument("--no-webhook", action="store_true",
+                      help="start only the control plane (a baseline without admission policies)")
     p_up.set_defaults(handler=_up)
     dev_sub.add_parser("down", parents=[common], help="stop what `dev up` started and remove the run directory") \
         .set_defaults(handler=_down)
@@ -36,7 +38,8 @@ def _up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         controlplane.ensure_not_running(args.run_dir)
-        state = controlplane.up(args.run_dir, args.apiserver_port, log=_log, crds=crds.build_crds())
+        state = controlplane.up(args.run_dir, args.apiserver_port, log=_log, crds=crds.build_crds(),
+                                 webhook=not args.no_webhook)
     except DevError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -1,4 +1,9 @@
-"""``kinitiras-py render | apply | test``: policies against files, no cluster needed."""
+"""``kinitiras-py render | apply | test``: policies against files, no cluster needed.
+
+Exit codes: 0 success (``apply``: allowed; ``test``: every case passed), 1 a verdict against
+(``apply``: denied; ``test``: a case failed), 2 bad input (missing file, malformed YAML, a policy
+refused with its field paths, missing ``--old-resource`` for UPDATE).
+"""
 
 from __future__ import annotations
 
@@ -7,52 +12,81 @@ import sys
 from pathlib import Path
 
 import orjson
-import yaml
 
 from kinitiras_py.base.errors import PolicyErrors
+from kinitiras_py.base.typedefs import OPERATIONS
+
+RESULT_KEYS = ("allowed", "message", "warnings", "patch", "object")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the offline commands."""
-    p = sub.add_parser("render", help="print a policy with renderedCel filled in for each template")
-    p.add_argument("policy", help="policy YAML file (- for stdin)")
+    p = sub.add_parser("render", help="print a policy with renderedCel filled in for each template",
+                       description="Check policies and print them with renderedCel set on every templated "
+                                   "rule, as the webhook stores them. Exit 2 with the field paths when a "
+                                   "policy is refused.")
+    p.add_argument("policy", help="policy YAML file (- for stdin); several documents are allowed")
+    p.add_argument("--cel", action="store_true",
+                   help="print only the rendered CEL of each templated rule, under a comment naming it")
     p.set_defaults(handler=_render)
 
-    p = sub.add_parser("apply", help="run policies on a resource as the webhook would (mutate, then validate)")
+    p = sub.add_parser("apply", help="run policies on a resource as the webhook would (mutate, then validate)",
+                       description="Run policies on one object as the webhook would: override policies, then "
+                                   "validate policies on the result. Exit 0 allowed, 1 denied, 2 bad input.")
     p.add_argument("--policy", action="append", required=True, help="policy file (repeatable)")
     p.add_argument("--resource", required=True, help="the object under admission (for DELETE: the object deleted)")
     p.add_argument("--old-resource", help="the previous object, for UPDATE")
-    p.add_argument("--operation", default="CREATE", choices=["CREATE", "UPDATE", "DELETE", "CONNECT"])
+    p.add_argument("--operation", default="CREATE", choices=list(OPERATIONS))
     p.add_argument("--context", action="append", default=[],
                    help="objects for k8s/owner references and HTTPResponse documents (repeatable)")
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     p.set_defaults(handler=_apply)
 
-    p = sub.add_parser("test", help="run declarative test cases (kinitiras-test.yaml files) under DIR")
+    p = sub.add_parser("test", help="run declarative test cases (kinitiras-test.yaml files) under DIR",
+                       description="Run every kinitiras-test.yaml under DIR; print a unified diff for each "
+                                   "object that differs. Exit 0 all passed, 1 a case failed, 2 bad input.")
     p.add_argument("dir", type=Path)
     p.set_defaults(handler=_test)
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def _render(args: argparse.Namespace) -> int:
     from kinitiras_py.engine.compiling import compile_policy
     from kinitiras_py.offline import loader
-    from kinitiras_py.offline.render import with_rendered
+    from kinitiras_py.offline.render import dump_yaml_all, rendered_sources, with_rendered
 
     try:
         docs = loader.load_documents(args.policy)
-        out = [with_rendered(doc, compile_policy(doc)) for doc in docs]
+        compiled = [compile_policy(doc) for doc in docs]
     except loader.InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return _error(str(e))
     except PolicyErrors as e:
-        print(f"error: invalid policy: {e}", file=sys.stderr)
-        return 2
-    sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=120))
+        return _error(f"invalid policy: {e}")
+    if not docs:
+        return _error(f"{args.policy}: no policy found")
+    for policy in compiled:
+        for warning in getattr(policy, "warnings", ()) or ():
+            _warn(warning)
+    if args.cel:
+        for policy in compiled:
+            for where, source in rendered_sources(policy):
+                sys.stdout.write(f"// {policy.ref}: {where}\n{source}")
+        return 0
+    sys.stdout.write(dump_yaml_all(with_rendered(doc, c) for doc, c in zip(docs, compiled, strict=True)))
     return 0
 
 
 def _apply(args: argparse.Namespace) -> int:
     from kinitiras_py.offline import apply, loader
+    from kinitiras_py.offline.render import dump_yaml
 
     try:
         case = apply.Case(
@@ -62,16 +96,15 @@ def _apply(args: argparse.Namespace) -> int:
             operation=args.operation,
             context=[d for f in args.context for d in loader.load_documents(f)],
         )
-        decision = apply.run(case)
+        decision = apply.run(case, on_warning=_warn)
     except loader.InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    result = {"allowed": decision.allowed, "message": decision.message, "warnings": decision.warnings,
-              "patch": decision.patch, "object": decision.object}
+        return _error(str(e))
+    result = dict(zip(RESULT_KEYS, (decision.allowed, decision.message, decision.warnings, decision.patch,
+                                    decision.object), strict=True))
     if args.output == "json":
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write(yaml.safe_dump(result, sort_keys=False, width=120))
+        sys.stdout.write(dump_yaml(result))
     return 0 if decision.allowed else 1
 
 
@@ -81,8 +114,7 @@ def _test(args: argparse.Namespace) -> int:
     try:
         outcomes = testcases.run_dir(args.dir)
     except loader.InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return _error(str(e))
     failed = [o for o in outcomes if o.problems]
     for o in outcomes:
         print(f"{'FAIL' if o.problems else 'ok  '} {o.file}: {o.name}")

@@ -24,7 +24,7 @@ from kinitiras_py.base.errors import DevError
 from kinitiras_py.dev import binaries, processes
 from kinitiras_py.dev.rest import Rest
 
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "webhook")
 MIN_FREE_BYTES = 512 * 1024 * 1024
 
 
@@ -73,7 +73,7 @@ def ensure_not_running(run_dir: Path) -> None:
 
 
 def up(run_dir: Path, apiserver_port: int | None = None, log: Callable[[str], None] = print,
-       crds: list[dict[str, Any]] | None = None) -> State:
+       crds: list[dict[str, Any]] | None = None, webhook: bool = False) -> State:
     """Start the control plane in ``run_dir`` and apply ``crds``; raise DevError on any failure.
 
     On failure everything started so far is stopped again, so a failed `up` leaves nothing behind.
@@ -98,6 +98,8 @@ def up(run_dir: Path, apiserver_port: int | None = None, log: Callable[[str], No
         if crds:
             apply_crds(state.rest(), crds, log)
         _wait_default_service_account(state.rest())
+        if webhook:
+            start_webhook(state, log)
     except BaseException:
         down(run_dir, remove=False)
         raise
@@ -157,6 +159,43 @@ def _start_all(state: State, etcd: str, bin_dir: Path, log: Callable[[str], None
     log("kube-controller-manager started")
 
 
+def start_webhook(state: State, log: Callable[[str], None] = print) -> None:
+    """Run `kinitiras-py serve` on 127.0.0.1 with a temporary certificate and wait until it is ready.
+
+    The webhook registers itself with a url clientConfig; the certificate rotator replaces the
+    temporary certificate in a deployed set-up.
+    """
+    import ssl
+    import sys
+
+    from kinitiras_py.certs import authority
+
+    run_dir = Path(state.run_dir)
+    cert_dir = run_dir / "webhook"
+    cert_dir.mkdir(exist_ok=True)
+    ca = authority.new_ca("kinitiras-py-dev-ca")
+    leaf = authority.new_serving(ca, ["localhost"], ["127.0.0.1"])
+    (cert_dir / "ca.crt").write_bytes(ca.cert)
+    (cert_dir / "tls.crt").write_bytes(leaf.cert)
+    (cert_dir / "tls.key").write_bytes(leaf.key)
+    port = processes.free_port()
+    state.ports["webhook"] = port
+    state.pids["webhook"] = processes.spawn([
+        sys.executable, "-m", "kinitiras_py", "serve", f"--kubeconfig={state.kubeconfig}",
+        "--bind-address=127.0.0.1", f"--port={port}", f"--cert-dir={cert_dir}",
+        f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=",
+    ], run_dir / "logs" / "webhook.log")
+    _save(state)
+    context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+
+    def ready() -> bool:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", timeout=2, context=context) as resp:
+            return bool(resp.status == 200)
+
+    _wait("webhook", state, run_dir / "logs" / "webhook.log", 60, ready)
+    log(f"webhook ready on https://127.0.0.1:{port} and registered")
+
+
 def apply_crds(rest: Rest, crds: list[dict[str, Any]], log: Callable[[str], None] = print,
                timeout: float = 60.0) -> None:
     """Apply CustomResourceDefinitions and wait until each is Established."""
@@ -186,7 +225,8 @@ def down(run_dir: Path, remove: bool = True) -> list[str]:
     if state is not None:
         for name in reversed(COMPONENTS):
             pid = state.pids.get(name)
-            if pid is not None and processes.stop(pid, expect=Path(name).name):
+            expect = "kinitiras_py" if name == "webhook" else name
+            if pid is not None and processes.stop(pid, expect=expect):
                 stopped.append(f"{name} (pid {pid})")
     if remove and run_dir.exists():
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -60,6 +60,9 @@ class CompiledPolicy:
     """OverrideRule for override kinds, ValidateRule for validate kinds."""
     rendered: dict[int, str] = field(default_factory=dict)
     """Rendered CEL source per rule index, as written back to the policy."""
+    warnings: tuple[str, ...] = ()
+    """Problems that do not stop the policy from working (e.g. credentials written inline), each
+    naming the policy and the field; the webhook returns them as admission warnings."""
 
     @property
     def cluster_scoped(self) -> bool:

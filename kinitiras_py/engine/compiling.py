@@ -1,7 +1,13 @@
 """A policy dict → a CompiledPolicy: model checks, semantic checks, rendering, CEL compilation.
 
 This is also the policy check the webhook runs when a policy is admitted: every problem is
-reported with its field path, all at once. Compilation happens once per policy version.
+reported with its field path, all at once. The model (schema) problems and the semantic ones
+(selectors, templates, CEL, plaintext, origin) are gathered together; a semantic problem at a
+path the model already reported on (the same field, a field inside it, or one enclosing it) is
+left out, so each mistake is reported once. Compilation happens once per policy version.
+
+Problems that do not stop a policy from working (credentials written inline, a selector that
+can never match, an ignored setting) are returned as ``CompiledPolicy.warnings``.
 """
 
 from __future__ import annotations
@@ -11,55 +17,154 @@ from typing import Any
 
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
-from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine import origin, selectors
-from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule, ValidateRule, normalise_operations
+from kinitiras_py.engine.compiled import (
+    CLUSTER_KINDS,
+    CompiledPolicy,
+    OverrideRule,
+    ValidateRule,
+    normalise_operations,
+)
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.rendering import render
 
 CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
                "Write the rule in CEL with the `cel` field instead")
+SECRET_FIELDS = ("password", "staticToken")
+"""``http.auth`` fields that hold a secret and belong in a Secret (``secretRef``)."""
+_REF_SOURCES_WITH_PARAMS = ("k8s", "owner", "http")
+_ORDERING_CONDS = ("Gt", "Gte", "Lt", "Lte")
+_PROCESSED_CONDS = ("Equal", "NotEqual", *_ORDERING_CONDS)
+_LIST_CONDS = ("In", "NotIn")
+# The static result types a `cel` rule may have (cel-expr-python type names).
+_OVERRIDE_RESULTS = ("LIST", "DYN")
+_VALIDATE_RESULTS = ("BOOL", "MAP", "DYN")
 
 
 def compile_policy(obj: Obj) -> CompiledPolicy:
     """Check and compile a policy; raise PolicyErrors listing every problem with its field path."""
-    parsed = models.parse_policy(obj)
-    ref = models.policy_ref(obj)
+    ref = models.policy_ref(obj) if isinstance(obj, dict) else None
+    model_errors: list[PolicyError] = []
+    try:
+        models.parse_policy(obj)
+    except PolicyErrors as e:
+        model_errors = list(e.errors)
+    if not isinstance(obj, dict) or any(e.path in ("", "apiVersion", "kind") for e in model_errors):
+        raise PolicyErrors(model_errors, ref)  # not one of our kinds: nothing more to check
+    kind = str(obj["kind"])
+    checker = _Checker(ref or kind, tolerant=bool(model_errors))
+    spec = _dict(obj.get("spec"))
+    meta = _dict(obj.get("metadata"))
+    namespace = None if kind in CLUSTER_KINDS else meta.get("namespace")
+    sels = _list(spec.get("resourceSelectors"))
+    checker.run(_check_selectors, sels)
+    _selector_warnings(checker, sels, namespace)
+    validating = kind in ("ClusterValidatePolicy", "ValidatePolicy")
+    field = "validateRules" if validating else "overrideRules"
+    build = _validate_rule if validating else _override_rule
+    rules: list[Any] = []
+    rendered: dict[int, str] = {}
+    for i, rule in enumerate(_list(spec.get(field))):
+        built = checker.run(build, checker, _dict(rule), i, f"spec.{field}[{i}]")
+        if built is not None:
+            rules.append(built[0])
+            if built[1] is not None:
+                rendered[i] = built[1]
+    errors = model_errors + [e for e in checker.errors if not _overlaps(e.path, model_errors)]
+    if errors:
+        raise PolicyErrors(errors, ref)
+    return CompiledPolicy(
+        kind=kind, name=str(meta.get("name", "")), namespace=namespace,
+        uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 0),
+        selectors=list(spec.get("resourceSelectors") or []), rules=tuple(rules), rendered=rendered,
+        warnings=tuple(checker.warnings),
+    )
+
+
+class _Checker:
+    """Collects semantic errors and warnings for one policy.
+
+    ``tolerant`` is set when the model already found problems: the raw dicts may then have any
+    shape, so a check that trips over one gives up quietly (the model errors say what is wrong).
+    """
+
+    def __init__(self, ref: str, tolerant: bool) -> None:
+        self.ref = ref
+        self.tolerant = tolerant
+        self.errors: list[PolicyError] = []
+        self.warnings: list[str] = []
+
+    def warn(self, path: str, message: str) -> None:
+        """Record a warning naming the policy and the field."""
+        self.warnings.append(f"{self.ref}: {path}: {message}")
+
+    def run(self, fn: Any, *args: Any) -> Any:
+        """Call ``fn``; its PolicyError(s) are recorded and None returned."""
+        try:
+            return fn(*args)
+        except PolicyErrors as e:
+            self.errors += e.errors
+        except PolicyError as e:
+            self.errors.append(e)
+        except (AttributeError, TypeError, KeyError, ValueError, IndexError):
+            if not self.tolerant:
+                raise
+        return None
+
+    def collect(self, errors: list[PolicyError], fn: Any, *args: Any) -> Any:
+        """Call ``fn``; its PolicyError(s) go to ``errors`` and None is returned."""
+        try:
+            return fn(*args)
+        except PolicyErrors as e:
+            errors += e.errors
+        except PolicyError as e:
+            errors.append(e)
+        return None
+
+
+def _dict(value: JSON) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: JSON) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _related(a: str, b: str) -> bool:
+    """Whether one field path is the other or lies inside it."""
+    short, long = sorted((a, b), key=len)
+    return long == short or (long.startswith(short) and long[len(short)] in ".[")
+
+
+def _overlaps(path: str, reported: list[PolicyError]) -> bool:
+    return any(_related(path, e.path) for e in reported)
+
+
+def _check_selectors(sels: list[Any]) -> None:
     errors: list[PolicyError] = []
-    spec = obj.get("spec") or {}
-    for i, sel in enumerate(spec.get("resourceSelectors") or []):
+    for i, sel in enumerate(sels):
+        if not isinstance(sel, dict):
+            continue
         base = f"spec.resourceSelectors[{i}]"
         if isinstance(sel.get("labelSelector"), dict):
             errors += selectors.validate_label_selector(sel["labelSelector"], f"{base}.labelSelector")
         if isinstance(sel.get("fieldSelector"), dict):
             errors += selectors.validate_field_selector(sel["fieldSelector"], f"{base}.fieldSelector")
-    kind = str(obj.get("kind"))
-    build = _override_rule if kind in ("OverridePolicy", "ClusterOverridePolicy") else _validate_rule
-    field = "overrideRules" if build is _override_rule else "validateRules"
-    rules: list[Any] = []
-    rendered: dict[int, str] = {}
-    for i, rule in enumerate(spec.get(field) or []):
-        try:
-            compiled, source = build(rule, i, f"spec.{field}[{i}]")
-        except PolicyErrors as e:
-            errors += e.errors
-            continue
-        rules.append(compiled)
-        if source is not None:
-            rendered[i] = source
     if errors:
-        raise PolicyErrors(errors, ref)
-    meta = obj.get("metadata") or {}
-    return CompiledPolicy(
-        kind=kind, name=str(meta.get("name", "")), namespace=meta.get("namespace") if kind not in
-        ("ClusterOverridePolicy", "ClusterValidatePolicy") else None,
-        uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 0),
-        selectors=list(spec.get("resourceSelectors") or []), rules=tuple(rules), rendered=rendered,
-    ) if parsed is not None else _unreachable()
+        raise PolicyErrors(errors)
 
 
-def _unreachable() -> CompiledPolicy:
-    raise AssertionError("parse_policy returned None")
+def _selector_warnings(checker: _Checker, sels: list[Any], namespace: str | None) -> None:
+    for i, sel in enumerate(sels):
+        if not isinstance(sel, dict):
+            continue
+        base = f"spec.resourceSelectors[{i}]"
+        if sel.get("name") and (sel.get("labelSelector") or sel.get("fieldSelector")):
+            checker.warn(base, "labelSelector and fieldSelector are ignored when name is set")
+        if namespace and sel.get("namespace") and sel["namespace"] != namespace:
+            checker.warn(f"{base}.namespace", f"this policy only applies in its own namespace {namespace!r}, "
+                         f"so a selector for namespace {sel['namespace']!r} never matches")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -70,19 +175,40 @@ def _compile_cel(source: str, path: str) -> cel.Program:
         raise PolicyErrors([PolicyError(path, f"invalid CEL: {e}")]) from None
 
 
-def _collect(errors: list[PolicyError], fn: Any, *args: Any) -> Any:
+def result_type(program: cel.Program) -> str:
+    """The static result type the CEL checker gives ``program`` (``BOOL``, ``LIST<DYN>``, ``DYN``)."""
     try:
-        return fn(*args)
-    except PolicyErrors as e:
-        errors += e.errors
-    except PolicyError as e:
-        errors.append(e)
-    return None
+        return str(program._expression.return_type().name())
+    except AttributeError:  # another CEL binding: no static type, decide at run time
+        return "DYN"
 
 
-def _override_rule(rule: Obj, index: int, path: str) -> tuple[OverrideRule, str | None]:
+def _user_cel(source: str, path: str, wanted: tuple[str, ...], what: str) -> cel.Program:
+    program = _compile_cel(source, path)
+    found = result_type(program)
+    if found.split("<", 1)[0] not in wanted:
+        raise PolicyError(path, f"invalid CEL: the expression evaluates to {found}; {what}")
+    return program
+
+
+def _check_http_secrets(checker: _Checker, ref: JSON, path: str) -> None:
+    """Warn about credentials written into the policy instead of a Secret."""
+    http = _dict(_dict(ref).get("http"))
+    auth = _dict(http.get("auth"))
+    for name in SECRET_FIELDS:
+        if auth.get(name):
+            checker.warn(f"{path}.http.auth.{name}",
+                         f"the {name} is written inline in the policy, where anyone allowed to read "
+                         "policies can see it; store it in a Secret and reference it with secretRef")
+    for header in _dict(http.get("header")):
+        if str(header).lower() in ("authorization", "proxy-authorization"):
+            checker.warn(f"{path}.http.header.{header}",
+                         "a credential header is written inline in the policy; use auth with secretRef")
+
+
+def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple[OverrideRule, str | None]:
     errors: list[PolicyError] = []
-    over = rule.get("overriders") or {}
+    over = _dict(rule.get("overriders"))
     opath = f"{path}.overriders"
     if over.get("cue"):
         errors.append(PolicyError(f"{opath}.cue", CUE_REFUSED))
@@ -91,16 +217,23 @@ def _override_rule(rule: Obj, index: int, path: str) -> tuple[OverrideRule, str 
     refs: dict[str, Obj] = {}
     template = over.get("template")
     if isinstance(template, dict):
-        source = _collect(errors, render.render_override, template, f"{opath}.template")
+        tpath = f"{opath}.template"
+        source = checker.collect(errors, render.render_override, template, tpath)
         if source is not None:
-            rendered = _collect(errors, _compile_cel, source, f"{opath}.template")
+            rendered = checker.collect(errors, _compile_cel, source, tpath)
+            errors += _metadata_keys(template, tpath)
         ref = template.get("valueRef")
-        if isinstance(ref, dict) and ref.get("from") in ("k8s", "owner", "http") and not template.get("value"):
-            refs["valueRef"] = ref
-    custom = _collect(errors, _compile_cel, over["cel"], f"{opath}.cel") if over.get("cel") else None
-    plaintext = list(over.get("plaintext") or [])
+        if isinstance(ref, dict):
+            _check_http_secrets(checker, ref, f"{tpath}.valueRef")
+            if ref.get("from") in _REF_SOURCES_WITH_PARAMS and not template.get("value"):
+                refs["valueRef"] = ref
+    custom = None
+    if over.get("cel"):
+        custom = checker.collect(errors, _user_cel, over["cel"], f"{opath}.cel", _OVERRIDE_RESULTS,
+                                 "an override must return a list of JSON patch operations")
+    plaintext = _list(over.get("plaintext"))
     errors += _check_plaintext(plaintext, f"{opath}.plaintext")
-    entries = list(over.get("origin") or [])
+    entries = _list(over.get("origin"))
     errors += origin.validate_origin(entries, f"{opath}.origin")
     if not (template or over.get("cel") or plaintext or entries or over.get("cue")):
         errors.append(PolicyError(opath, "no overrider: set template, cel, plaintext or origin"))
@@ -113,9 +246,37 @@ def _override_rule(rule: Obj, index: int, path: str) -> tuple[OverrideRule, str 
     ), source
 
 
-def _check_plaintext(ops: list[Obj], path: str) -> list[PolicyError]:
+def _metadata_keys(template: Obj, path: str) -> list[PolicyError]:
+    """Annotation and label keys must be qualified names, label values valid label values."""
+    kind = template.get("type")
+    if kind not in ("annotations", "labels"):
+        return []
+    value = _dict(template.get("value"))
+    # (key, where the key is written, label value or None, where the value is written)
+    entries: list[tuple[Any, str, Any, str]] = []
+    if value.get("stringMap") and template.get("operation") != "remove":
+        entries = [(k, f"{path}.value.stringMap[{k}]", v, f"{path}.value.stringMap[{k}]")
+                   for k, v in _dict(value["stringMap"]).items()]
+    elif isinstance(template.get("path"), str):
+        text = render.constant_text(value, f"{path}.value") if value else None
+        entries = [(template["path"], f"{path}.path", text, f"{path}.value")]
+    errors = []
+    for key, key_path, text, value_path in entries:
+        labels = {key: text if kind == "labels" and isinstance(text, str) else ""}
+        for problem in selectors.validate_label_selector({"matchLabels": labels}, key_path):
+            if problem.reason.startswith("invalid label key"):
+                errors.append(PolicyError(key_path, problem.reason.replace("label key", f"{kind[:-1]} key")))
+            else:
+                errors.append(PolicyError(value_path, problem.reason.replace("invalid value", "invalid label value")))
+    return errors
+
+
+def _check_plaintext(ops: list[Any], path: str) -> list[PolicyError]:
     errors = []
     for i, op in enumerate(ops):
+        if not isinstance(op, dict):
+            errors.append(PolicyError(f"{path}[{i}]", "must be an object"))
+            continue
         if op.get("op") not in ("add", "replace", "remove"):
             errors.append(PolicyError(f"{path}[{i}].op", f"must be add, replace or remove; got {op.get('op')!r}"))
         target = op.get("path")
@@ -126,7 +287,44 @@ def _check_plaintext(ops: list[Obj], path: str) -> list[PolicyError]:
     return errors
 
 
-def _validate_rule(rule: Obj, index: int, path: str) -> tuple[ValidateRule, str | None]:
+def _condition_semantics(cond: Obj, path: str) -> list[PolicyError]:
+    """Combinations the renderer accepts but that could only fail or mislead at run time."""
+    errors = []
+    op = cond.get("cond")
+    value = cond.get("value")
+    constant = None
+    if isinstance(value, dict) and not isinstance(cond.get("valueRef"), dict):
+        try:
+            constant = render.constant_value(value, f"{path}.value")
+        except PolicyError:
+            constant = None
+    if op in _LIST_CONDS and constant is not None and not isinstance(constant, list):
+        errors.append(PolicyError(f"{path}.value", f"{op} needs a list: set stringSlice, integerSlice or "
+                                  f"floatSlice (got a single value {constant!r})"))
+    if op in _ORDERING_CONDS and isinstance(constant, list | dict | bool):
+        errors.append(PolicyError(f"{path}.value", f"{op} compares a number or a string, got {constant!r}"))
+    if cond.get("valueProcess"):
+        if op not in _PROCESSED_CONDS:
+            errors.append(PolicyError(f"{path}.valueProcess",
+                                      f"valueProcess applies to {', '.join(_PROCESSED_CONDS)} only, not {op}"))
+        elif constant is not None and not _numeric(constant):
+            errors.append(PolicyError(f"{path}.value", f"valueProcess needs a number, got {constant!r}"))
+    return errors
+
+
+def _numeric(value: JSON) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int | float):
+        return True
+    try:
+        float(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def _validate_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple[ValidateRule, str | None]:
     errors: list[PolicyError] = []
     if rule.get("cue"):
         errors.append(PolicyError(f"{path}.cue", CUE_REFUSED))
@@ -137,22 +335,33 @@ def _validate_rule(rule: Obj, index: int, path: str) -> tuple[ValidateRule, str 
     allow_mode = False
     template = rule.get("template")
     if isinstance(template, dict):
-        source = _collect(errors, render.render_condition, template, f"{path}.template")
+        source = checker.collect(errors, render.render_condition, template, f"{path}.template")
         if source is not None:
-            rendered = _collect(errors, _compile_cel, source, f"{path}.template")
-        cond = template.get("condition") or {}
+            rendered = checker.collect(errors, _compile_cel, source, f"{path}.template")
+        cond = _dict(template.get("condition"))
+        cpath = f"{path}.template.condition"
+        if source is not None:
+            errors += _condition_semantics(cond, cpath)
         message = str(cond.get("message") or "")
         allow_mode = cond.get("affectMode") == "allow"
         for name in ("dataRef", "valueRef"):
             ref = cond.get(name)
-            if isinstance(ref, dict) and ref.get("from") in ("k8s", "owner", "http"):
-                refs[name] = ref
-    custom = _collect(errors, _compile_cel, rule["cel"], f"{path}.cel") if rule.get("cel") else None
+            if isinstance(ref, dict):
+                _check_http_secrets(checker, ref, f"{cpath}.{name}")
+                if ref.get("from") in _REF_SOURCES_WITH_PARAMS:
+                    refs[name] = ref
+    custom = None
+    if rule.get("cel"):
+        custom = checker.collect(errors, _user_cel, rule["cel"], f"{path}.cel", _VALIDATE_RESULTS,
+                                 "a validate rule must return a bool or a map {valid, reason}")
     if not (template or rule.get("cel") or rule.get("cue")):
         errors.append(PolicyError(path, "no check: set template or cel"))
-    actions = rule.get("validationActions") or ["Deny"]
+    actions = _list(rule.get("validationActions")) or ["Deny"]
     if "Deny" in actions and "Warn" in actions:
         errors.append(PolicyError(f"{path}.validationActions", "Deny and Warn together make no sense: pick one"))
+    for i, action in enumerate(actions):
+        if action in actions[:i]:
+            errors.append(PolicyError(f"{path}.validationActions[{i}]", f"duplicate action {action!r}"))
     if errors:
         raise PolicyErrors(errors)
     return ValidateRule(

@@ -1,11 +1,19 @@
 """Run the validate rules that apply to an object and reach one deterministic verdict.
 
-Rules run in index order (cluster policies first, then by name, then rule index). The first
+Rules run in a fixed order whatever order they are given in: cluster policies first, then
+namespaced ones, each group by name (namespace breaks ties), then by rule index. The first
 failed rule with the Deny action decides the message; Warn and Audit failures are collected.
+
+A rule that cannot be evaluated (a failed lookup, a CEL error, a result of the wrong shape)
+follows its ``failurePolicy``: Ignore skips it with a warning; Fail counts it as a failed check,
+whose ``validationActions`` then apply, as the Kubernetes API server does for
+ValidatingAdmissionPolicies. So a failing Deny rule denies, naming the policy, the rule and the
+reason, while a failing Warn-only rule warns and never blocks a request.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -13,7 +21,7 @@ from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.compiled import CompiledPolicy, ValidateRule
 from kinitiras_py.engine.overriding import RuleKey
-from kinitiras_py.engine.results import Verdict
+from kinitiras_py.engine.results import RuleFailure, Verdict
 
 
 def _outcome(result: JSON, what: str) -> tuple[bool, str]:
@@ -24,42 +32,63 @@ def _outcome(result: JSON, what: str) -> tuple[bool, str]:
     raise ValueError(f"{what} must return a bool or a map {{valid, reason}}, got {result!r}")
 
 
+def default_message(rule: ValidateRule) -> str:
+    """The reason given when a rule rejects without a message of its own."""
+    return f"rejected by validate rule {rule.index}"
+
+
 def check_rule(rule: ValidateRule, variables: dict[str, Any]) -> tuple[bool, str]:
-    """Evaluate one rule: (valid, reason). The rendered template runs first, then ``cel``."""
+    """Evaluate one rule: (valid, reason). The rendered template runs first, then ``cel``.
+
+    The reason is the one the expression returned, else the rule's message (for a template,
+    the condition's ``message``, in allow mode too), else :func:`default_message`.
+    """
     for program, what in ((rule.rendered, "the rendered template"), (rule.cel, "the cel rule")):
         if program is None:
             continue
         valid, reason = _outcome(program.evaluate(variables), what)
         if not valid:
-            return False, reason or rule.message or f"rejected by validate rule {rule.index}"
+            return False, reason or rule.message or default_message(rule)
     return True, ""
+
+
+def _order(match: tuple[CompiledPolicy, ValidateRule]) -> tuple[tuple[int, str, str], int]:
+    return match[0].sort_key(), match[1].index
 
 
 def validate(matches: Iterable[tuple[CompiledPolicy, ValidateRule]], variables: dict[str, Any],
              params: Mapping[RuleKey, dict[str, Any]] | None = None,
              lookup_errors: Mapping[RuleKey, str] | None = None) -> Verdict:
-    """The verdict of every matching rule on the object in ``variables``."""
+    """The verdict of every matching rule on the object in ``variables``.
+
+    ``params`` holds the resolved value references per (policy ref, rule index), and
+    ``lookup_errors`` the references that could not be resolved; a lookup error is handled
+    exactly like an evaluation error of that rule.
+    """
     params = params or {}
     lookup_errors = lookup_errors or {}
     verdict = Verdict()
-    for policy, rule in matches:
+    for policy, rule in sorted(matches, key=_order):
         key = (policy.ref, rule.index)
+        started = time.perf_counter()
         error = lookup_errors.get(key)
+        valid, reason = True, ""
         if error is None:
             try:
                 valid, reason = check_rule(rule, {**variables, "params": params.get(key, {})})
             except (KinitirasError, ValueError, TypeError) as e:
-                error = str(e)
+                error = str(e) or type(e).__name__
+        verdict.timings[policy.ref] = verdict.timings.get(policy.ref, 0.0) + time.perf_counter() - started
         if error is not None:
-            text = f"{policy.ref}, rule {rule.index}: {error}"
-            if rule.failure_policy == "Ignore":
-                verdict.warnings.append(f"{text} (failurePolicy Ignore: rule skipped)")
+            failure = RuleFailure(policy.ref, rule.index, error, ignored=rule.failure_policy == "Ignore")
+            if failure.ignored:
+                verdict.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
                 continue
-            return Verdict(allowed=False, message=text, policy=policy.ref, warnings=verdict.warnings,
-                           audit=verdict.audit)
-        if valid:
+            text = str(failure)
+        elif valid:
             continue
-        text = f"{policy.ref}: {reason}"
+        else:
+            text = f"{policy.ref}: {reason}"
         if "Audit" in rule.actions:
             verdict.audit.append(text)
         if "Warn" in rule.actions:

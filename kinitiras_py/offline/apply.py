@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kinitiras_py.admission.pipeline import Decision, Pipeline, Request
 from kinitiras_py.base.errors import PolicyErrors
-from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.base.typedefs import OPERATIONS, Obj
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.selection import PolicyIndex
@@ -28,32 +28,60 @@ class Case:
     user_info: Obj | None = None
 
 
-def compile_all(policies: Sequence[Obj]) -> list[CompiledPolicy]:
-    """Compile every policy; InputError listing each refused policy with its field paths."""
+def compile_all(policies: Sequence[Obj], on_warning: Callable[[str], None] | None = None) -> list[CompiledPolicy]:
+    """Compile every policy; InputError listing each refused policy with its field paths.
+
+    Warnings the compiler gives for accepted policies go to ``on_warning``.
+    """
     compiled, problems = [], []
     for policy in policies:
         try:
-            compiled.append(compile_policy(policy))
+            result = compile_policy(policy)
         except PolicyErrors as e:
             problems.append(str(e))
+            continue
+        compiled.append(result)
+        for warning in getattr(result, "warnings", ()) or ():
+            if on_warning is not None:
+                on_warning(warning)
     if problems:
         raise InputError("invalid policy:\n  " + "\n  ".join(problems))
     return compiled
 
 
-def run(case: Case) -> Decision:
-    """Mutation then validation of ``case.resource``."""
-    if case.operation not in ("CREATE", "UPDATE", "DELETE", "CONNECT"):
-        raise InputError(f"unknown operation {case.operation!r}: CREATE, UPDATE, DELETE or CONNECT")
-    if case.operation == "UPDATE" and case.old_resource is None:
-        raise InputError("UPDATE needs --old-resource")
-    compiled = compile_all(case.policies)
-    pipeline = Pipeline(
+def check_object(obj: Obj, what: str) -> None:
+    """An object under admission needs apiVersion and kind (strings) and a metadata map."""
+    for key in ("apiVersion", "kind"):
+        if not isinstance(obj.get(key), str) or not obj[key]:
+            raise InputError(f"{what}: not a Kubernetes object (no {key})")
+    if not isinstance(obj.get("metadata", {}), dict):
+        raise InputError(f"{what}: metadata must be a mapping")
+
+
+def build_pipeline(compiled: Sequence[CompiledPolicy], context: Sequence[Obj] = ()) -> Pipeline:
+    """A pipeline over ``compiled`` whose references are answered from ``context``."""
+    return Pipeline(
         overrides=PolicyIndex(p for p in compiled if not p.validating),
         validations=PolicyIndex(p for p in compiled if p.validating),
-        store=StaticStore(case.context), http=StaticHttp(case.context),
+        store=StaticStore(context), http=StaticHttp(context),
     )
+
+
+def request_for(case: Case) -> Request:
+    """The admission request the API server would send for ``case``."""
     namespace = str((case.resource.get("metadata") or {}).get("namespace") or "")
-    request = Request(operation=case.operation, object=case.resource, old_object=case.old_resource,
-                      namespace=namespace, user_info=case.user_info or {"username": "kinitiras-py-offline"})
-    return asyncio.run(pipeline.admit(request))
+    return Request(operation=case.operation, object=case.resource, old_object=case.old_resource,
+                   namespace=namespace, user_info=case.user_info or {"username": "kinitiras-py-offline"})
+
+
+def run(case: Case, on_warning: Callable[[str], None] | None = None) -> Decision:
+    """Mutation then validation of ``case.resource``; InputError when the input cannot be admitted."""
+    if case.operation not in OPERATIONS:
+        raise InputError(f"unknown operation {case.operation!r}: {', '.join(OPERATIONS)}")
+    check_object(case.resource, "resource")
+    if case.operation == "UPDATE":
+        if case.old_resource is None:
+            raise InputError("UPDATE needs the previous object (--old-resource)")
+        check_object(case.old_resource, "old resource")
+    pipeline = build_pipeline(compile_all(case.policies, on_warning), case.context)
+    return asyncio.run(pipeline.admit(request_for(case)))

@@ -28,16 +28,27 @@ class StaticStore:
 
 
 class StaticHttp:
-    """Canned responses: context documents ``{kind: HTTPResponse, url, method?, body, header?}``."""
+    """Canned responses: context documents ``{kind: HTTPResponse, url, method?, params?, body, header?}``.
+
+    A response matches a request with the same method (default GET) and URL; when it gives
+    ``params``, the request's query parameters (after placeholder substitution) must equal them,
+    so one file can answer differently per object. The first matching document wins.
+    """
 
     def __init__(self, objects: Sequence[Obj] = ()) -> None:
-        self._responses = {(str(o.get("method", "GET")).upper(), str(o.get("url"))): o
-                           for o in objects if o.get("kind") == "HTTPResponse"}
+        self._responses = [o for o in objects if o.get("kind") == "HTTPResponse"]
 
     async def fetch(self, spec: Obj) -> Obj:
-        """The canned response for the request's method and URL; LookupError when there is none."""
+        """The canned response for the request's method, URL and params; LookupError when there is none."""
         method = str(spec.get("method") or "GET").upper()
-        found = self._responses.get((method, str(spec.get("url"))))
-        if found is None:
-            raise LookupError(f"no HTTPResponse given in --context for {method} {spec.get('url')}")
-        return {"body": found.get("body"), "header": found.get("header") or {}}
+        params = {str(k): str(v) for k, v in (spec.get("params") or {}).items()}
+        for found in self._responses:
+            if str(found.get("method") or "GET").upper() != method or str(found.get("url")) != str(spec.get("url")):
+                continue
+            wanted = found.get("params")
+            if wanted is not None and {str(k): str(v) for k, v in wanted.items()} != params:
+                continue
+            return {"body": found.get("body"), "header": found.get("header") or {}}
+        query = "&".join(f"{k}={v}" for k, v in sorted(params.items()))
+        raise LookupError(f"no HTTPResponse given in --context for {method} {spec.get('url')}"
+                          + (f"?{query}" if query else ""))

@@ -37,7 +37,8 @@ class LookupFailure(Exception):
     """A reference could not be resolved; the message says which and why."""
 
 
-async def resolve(ref: Obj, obj: Obj, store: Store, http: HttpClient | None) -> JSON:
+async def resolve(ref: Obj, obj: Obj, store: Store, http: HttpClient | None,
+                  policy_namespace: str | None = None) -> JSON:
     """The root value of a k8s, owner or http reference (the rule then reads ``path`` in it)."""
     source = ref.get("from")
     try:
@@ -48,9 +49,16 @@ async def resolve(ref: Obj, obj: Obj, store: Store, http: HttpClient | None) -> 
         if source == "http":
             if http is None:
                 raise LookupFailure("http references are not available here")
-            spec = placeholders.substitute_all({k: v for k, v in (ref.get("http") or {}).items()
-                                                if k != "body"}, obj)
-            spec["body"] = (ref.get("http") or {}).get("body")
+            given = ref.get("http") or {}
+            # The body is sent as written; credentials must never be rewritten by placeholders.
+            spec = placeholders.substitute_all({k: v for k, v in given.items() if k not in ("body", "auth")}, obj)
+            spec["body"] = given.get("body")
+            auth = given.get("auth")
+            if isinstance(auth, dict):
+                secret_ref = auth.get("secretRef")
+                if isinstance(secret_ref, dict) and not secret_ref.get("namespace") and policy_namespace:
+                    auth = {**auth, "secretRef": {**secret_ref, "namespace": policy_namespace}}
+                spec["auth"] = auth
             return await http.fetch(spec)
     except placeholders.Missing:
         # kinitiras: a placeholder the object lacks yields an empty value, not an error.
@@ -92,12 +100,12 @@ async def _k8s(sel: Obj, obj: Obj, store: Store) -> Obj | None:
 
 
 async def resolve_rule(refs: dict[str, Obj], obj: Obj, store: Store, http: HttpClient | None,
-                       timeout: float) -> dict[str, JSON]:
+                       timeout: float, policy_namespace: str | None = None) -> dict[str, JSON]:
     """Resolve every reference of one rule concurrently; raise LookupFailure on the first failure."""
     names = list(refs)
     try:
         values = await asyncio.wait_for(
-            asyncio.gather(*(resolve(refs[n], obj, store, http) for n in names)), timeout)
+            asyncio.gather(*(resolve(refs[n], obj, store, http, policy_namespace) for n in names)), timeout)
     except TimeoutError:
         raise LookupFailure(f"reference lookup ({', '.join(names)}) took longer than {timeout:g} s") from None
     return dict(zip(names, values, strict=True))

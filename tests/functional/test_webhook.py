@@ -134,13 +134,13 @@ async def test_mutate_returns_a_patch_that_yields_the_oversold_object(client: Te
 
 async def test_no_patch_key_when_nothing_changes_and_v1beta1_is_echoed(client: TestClient) -> None:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"}}
-    status, doc = await post(client, "/mutate", review("CREATE", pod, api_version="admission.k8s.io/v1beta1"))
+    _status, doc = await post(client, "/mutate", review("CREATE", pod, api_version="admission.k8s.io/v1beta1"))
     assert doc["apiVersion"] == "admission.k8s.io/v1beta1"
     assert doc["response"] == {"uid": "uid-1", "allowed": True}
 
 
 async def test_policy_admission_renders_cel_and_refuses_malformed(client: TestClient) -> None:
-    status, doc = await post(client, "/mutate", review("CREATE", OVERSELL))
+    _status, doc = await post(client, "/mutate", review("CREATE", OVERSELL))
     patch = orjson.loads(base64.b64decode(doc["response"]["patch"]))
     assert [op["path"] for op in patch] == ["/spec/overrideRules/0/overriders/renderedCel"]
     assert "scale(\"0.5\", \"0.001\")" in patch[0]["value"]
@@ -148,7 +148,7 @@ async def test_policy_admission_renders_cel_and_refuses_malformed(client: TestCl
     bad["spec"]["overrideRules"][0]["overriders"]["template"]["resourcesOversell"]["cpuFactor"] = "1.5"
     bad["spec"]["overrideRules"][0]["overriders"]["cue"] = "patches: []"
     for endpoint in ("/mutate", "/validate"):
-        status, doc = await post(client, endpoint, review("CREATE", bad))
+        _status, doc = await post(client, endpoint, review("CREATE", bad))
         response = doc["response"]
         assert response["allowed"] is False and response["status"]["code"] == 403
         message = response["status"]["message"]
@@ -158,12 +158,12 @@ async def test_policy_admission_renders_cel_and_refuses_malformed(client: TestCl
 
 async def test_validate_denies_with_the_policy_message_and_warns(client: TestClient) -> None:
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "prod", "labels": {"protected": "y"}}}
-    status, doc = await post(client, "/validate", review("DELETE", None, old=ns))
+    _status, doc = await post(client, "/validate", review("DELETE", None, old=ns))
     response = doc["response"]
     assert response["allowed"] is False
     assert response["status"]["message"] == "ClusterValidatePolicy protect-ns: protected namespaces cannot be deleted"
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
-    status, doc = await post(client, "/validate", review("CREATE", cm))
+    _status, doc = await post(client, "/validate", review("CREATE", cm))
     assert doc["response"]["allowed"] is True
     assert doc["response"]["warnings"] == ["ClusterValidatePolicy warn-cm: configmaps should carry data"]
 
@@ -188,7 +188,7 @@ async def test_malformed_requests_get_a_well_formed_400(client: TestClient, body
 
 async def test_connect_is_allowed_untouched(client: TestClient) -> None:
     for endpoint in ("/mutate", "/validate"):
-        status, doc = await post(client, endpoint, review("CONNECT", None))
+        _status, doc = await post(client, endpoint, review("CONNECT", None))
         assert doc["response"] == {"uid": "uid-1", "allowed": True}
 
 
@@ -205,7 +205,7 @@ async def test_lookup_overrun_follows_failure_policy(aiohttp_client: Any, failur
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
         "name": "s", "namespace": "default",
         "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "u", "controller": True}]}}
-    status, doc = await post(client, "/mutate", review("CREATE", secret))
+    _status, doc = await post(client, "/mutate", review("CREATE", secret))
     response = doc["response"]
     assert response["allowed"] is allowed
     text = response["status"]["message"] if not allowed else response["warnings"][0]
@@ -217,8 +217,9 @@ async def test_internal_deadline_answers_before_the_api_server_gives_up(aiohttp_
     handlers = make_handlers([owner_policy("Fail")], SlowStore(), deadline=0.2, lookup_timeout=5)
     client = await aiohttp_client(make_app(handlers))
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
-        "name": "s", "namespace": "default", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}]}}
-    status, doc = await post(client, "/mutate", review("CREATE", secret))
+        "name": "s", "namespace": "default",
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}]}}
+    _status, doc = await post(client, "/mutate", review("CREATE", secret))
     assert doc["response"]["allowed"] is False
     assert "deadline" in doc["response"]["status"]["message"]
 

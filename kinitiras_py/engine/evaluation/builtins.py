@@ -162,7 +162,9 @@ def _combine(current: Obj | None, policy: Obj, mode: str) -> Obj:
         wanted = policy.get(sub)
         if not isinstance(wanted, dict):
             continue
-        node: Obj = result.setdefault(sub, {})
+        node = result.get(sub)
+        if not isinstance(node, dict):  # absent or null: nothing set yet
+            node = result[sub] = {}
         for field in (_REQUIRED, _PREFERRED):
             if field not in wanted:
                 continue

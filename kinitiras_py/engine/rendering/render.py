@@ -33,7 +33,9 @@ def _env() -> jinja2.Environment:
 
 def _render(name: str, **context: object) -> str:
     text = _env().get_template(name).render(**context)
-    return "\n".join(line.rstrip() for line in text.splitlines() if line.strip()) + "\n"
+    # Split on "\n" only: str.splitlines() also splits on U+2028, U+0085 and friends, which may
+    # sit unescaped inside a CEL string literal (a label value) and must stay there verbatim.
+    return "\n".join(line.rstrip(" \t") for line in text.split("\n") if line.strip(" \t")) + "\n"
 
 
 def render_override(template: Obj, path: str) -> str:
@@ -89,6 +91,8 @@ def constant_text(value: Obj, path: str) -> str:
     for name in ("stringSlice", "integerSlice", "floatSlice"):
         if value.get(name):
             return ",".join(str(v) for v in value[name])
+    if value.get("string") == "":
+        return ""  # an empty label or annotation value is valid; only the string member can say so
     raise PolicyError(path, "the constant value is empty")
 
 
@@ -141,7 +145,7 @@ def _quantities(block: object, path: str) -> dict[str, str]:
         try:
             out[str(name)] = Quantity.parse(str(raw)).canonical()
         except QuantityError as e:
-            raise PolicyError(f"{path}.{name}", str(e)) from None
+            raise PolicyError(f"{path}[{name}]", str(e)) from None
     return out
 
 

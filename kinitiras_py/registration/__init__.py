@@ -1,0 +1,1 @@
+"""Webhook configuration management: the desired configurations (pure) and applying them."""

@@ -1,0 +1,333 @@
+"""overriding.mutate end to end: every template type x operation x kind, the order of the
+overriders within a rule, plaintext leniency, failure policies and label/annotation values.
+
+Policies go through compile_policy and PolicyIndex.matching exactly as in the webhook.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from kinitiras_py.engine import overriding
+from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.results import Mutation
+from kinitiras_py.engine.selection import PolicyIndex
+
+Obj = dict[str, Any]
+PREF = "preferredDuringSchedulingIgnoredDuringExecution"
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def policy(*overriders: Obj, name: str = "p", api_version: str = "v1", kind: str = "Pod",
+           failure_policy: str | None = None) -> Obj:
+    """A ClusterOverridePolicy selecting ``api_version``/``kind`` with one rule per overriders."""
+    rules = [{"overriders": o, **({"failurePolicy": failure_policy} if failure_policy else {})} for o in overriders]
+    return {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy",
+            "metadata": {"name": name},
+            "spec": {"resourceSelectors": [{"apiVersion": api_version, "kind": kind}], "overrideRules": rules}}
+
+
+def run(policies: list[Obj], obj: Obj, variables: Obj | None = None, params: Obj | None = None,
+        lookup_errors: Obj | None = None) -> Mutation:
+    compiled = [compile_policy(p) for p in policies]
+    matches = list(PolicyIndex(compiled).matching(obj, "CREATE"))
+    assert matches, "the policy must select the object"
+    before = copy.deepcopy(obj)
+    mutation = overriding.mutate(matches, obj, variables or {}, params, lookup_errors)
+    assert obj == before, "mutate must not change its input"
+    if mutation.failure is None:  # the patch must replay under strict RFC 6902 semantics
+        assert jsonpatch.apply_patch(before, mutation.patch) == mutation.object
+    return mutation
+
+
+def template(type_: str, operation: str, **fields: Any) -> Obj:
+    return {"template": {"type": type_, "operation": operation, **fields}}
+
+
+# -- every template type x operation x pod-bearing kind --------------------------------------------
+
+KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Pod": ("v1", ("spec",)),
+    "Deployment": ("apps/v1", ("spec", "template", "spec")),
+    "StatefulSet": ("apps/v1", ("spec", "template", "spec")),
+    "DaemonSet": ("apps/v1", ("spec", "template", "spec")),
+    "ReplicaSet": ("apps/v1", ("spec", "template", "spec")),
+    "ReplicationController": ("v1", ("spec", "template", "spec")),
+    "Job": ("batch/v1", ("spec", "template", "spec")),
+    "CronJob": ("batch/v1", ("spec", "jobTemplate", "spec", "template", "spec")),
+    "PodTemplate": ("v1", ("template", "spec")),
+}
+META = {"name": "obj", "namespace": "default", "labels": {"app": "web", "tier": "old"},
+        "annotations": {"note": "keep", "owner": "old"}}
+T_OLD = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+T_OTHER = {"key": "zone", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}
+OLD_PREF = {"weight": 10, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}}
+KEEP_PREF = {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}
+NEW_PREF = {"weight": 1, "preference": {"matchExpressions": [{"key": "gen", "operator": "In", "values": ["7"]}]}}
+PAA_TERM = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+DEBUG = {"name": "debug", "image": "busybox"}
+BASE_SPEC = {
+    "containers": [{"name": "app", "image": "nginx", "resources": {
+        "limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "2", "memory": "4Gi"}}}],
+    "initContainers": [{"name": "init", "image": "busybox", "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}}],
+    "ephemeralContainers": [DEBUG],
+    "tolerations": [T_OLD, T_OTHER],
+    "affinity": {"nodeAffinity": {PREF: [OLD_PREF, KEEP_PREF]}},
+}
+
+
+def make(kind: str, spec: Obj, api_version: str | None = None) -> Obj:
+    """An object of ``kind`` with ``spec`` as its pod spec (and a pod template label)."""
+    version, path = KINDS[kind]
+    obj: Obj = {"apiVersion": api_version or version, "kind": kind, "metadata": copy.deepcopy(META)}
+    node = obj
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+        if key == "template":
+            node["metadata"] = {"labels": {"app": "web"}}
+    node[path[-1]] = copy.deepcopy(spec)
+    return obj
+
+
+OVERSELL = {"cpuFactor": "0.5", "memoryFactor": "0.25"}
+TOLERATIONS = [{**T_OLD, "tolerationSeconds": 60}, {"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
+AFFINITY = {"nodeAffinity": {PREF: [OLD_PREF, NEW_PREF]}, "podAntiAffinity": {REQ: [PAA_TERM]}}
+RESOURCES = {"requests": {"cpu": "250m"}, "limits": {"memory": "2Gi"}}
+
+POD_TEMPLATES = {"resources": {"resources": RESOURCES}, "resourcesOversell": {"resourcesOversell": OVERSELL},
+                 "tolerations": {"tolerations": TOLERATIONS}, "affinity": {"affinity": AFFINITY}}
+SET_RESOURCES = {
+    "containers": [{"name": "app", "image": "nginx", "resources": {
+        "limits": {"cpu": "2", "memory": "2Gi"}, "requests": {"cpu": "250m", "memory": "4Gi"}}}],
+    "initContainers": [{"name": "init", "image": "busybox", "resources": {
+        "limits": {"cpu": "500m", "memory": "2Gi"}, "requests": {"cpu": "250m"}}}]}
+SET_OVERSELL = {
+    "containers": [{"name": "app", "image": "nginx", "resources": {
+        "limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "1", "memory": "1Gi"}}}],
+    "initContainers": [{"name": "init", "image": "busybox", "resources": {
+        "limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "250m", "memory": "256Mi"}}}]}
+# The pod spec fields each (type, operation) changes, with their expected new values.
+SPEC_CHANGES: dict[tuple[str, str], Obj] = {
+    ("resources", "add"): SET_RESOURCES,
+    ("resources", "replace"): SET_RESOURCES,
+    ("resources", "remove"): {
+        "containers": [{"name": "app", "image": "nginx", "resources": {
+            "limits": {"cpu": "2"}, "requests": {"memory": "4Gi"}}}],
+        "initContainers": [{"name": "init", "image": "busybox", "resources": {"limits": {"cpu": "500m"}}}]},
+    ("resourcesOversell", "add"): SET_OVERSELL,
+    ("resourcesOversell", "replace"): SET_OVERSELL,
+    ("resourcesOversell", "remove"): {  # the init container has no requests: nothing to remove
+        "containers": [{"name": "app", "image": "nginx", "resources": {
+            "limits": {"cpu": "2", "memory": "4Gi"}, "requests": {}}}]},
+    ("tolerations", "add"): {"tolerations": [T_OLD, T_OTHER, TOLERATIONS[1]]},
+    ("tolerations", "replace"): {"tolerations": [T_OTHER, *TOLERATIONS]},
+    ("tolerations", "remove"): {"tolerations": [T_OTHER]},
+    ("affinity", "add"): {"affinity": {"nodeAffinity": {PREF: [OLD_PREF, KEEP_PREF, NEW_PREF]},
+                                       "podAntiAffinity": {REQ: [PAA_TERM]}}},
+    ("affinity", "replace"): {"affinity": {"nodeAffinity": {PREF: [OLD_PREF, NEW_PREF]},
+                                           "podAntiAffinity": {REQ: [PAA_TERM]}}},
+    ("affinity", "remove"): {"affinity": {"nodeAffinity": {PREF: [KEEP_PREF]}}},
+}
+METADATA_TEMPLATES: dict[tuple[str, str], tuple[Obj, Obj]] = {
+    ("annotations", "add"): ({"path": "example.com/team", "value": {"string": "payments"}},
+                             {"note": "keep", "owner": "old", "example.com/team": "payments"}),
+    ("annotations", "replace"): ({"path": "owner", "value": {"string": "new"}}, {"note": "keep", "owner": "new"}),
+    ("annotations", "remove"): ({"path": "owner"}, {"note": "keep"}),
+    ("labels", "add"): ({"path": "app.kubernetes.io/name", "value": {"string": "web"}},
+                        {"app": "web", "tier": "old", "app.kubernetes.io/name": "web"}),
+    ("labels", "replace"): ({"path": "tier", "value": {"string": "new"}}, {"app": "web", "tier": "new"}),
+    ("labels", "remove"): ({"path": "tier"}, {"app": "web"}),
+}
+OPERATIONS = ("add", "replace", "remove")
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("type_", list(POD_TEMPLATES))
+def test_pod_spec_templates_on_every_pod_bearing_kind(type_: str, operation: str, kind: str) -> None:
+    obj = make(kind, BASE_SPEC)
+    mutation = run([policy(template(type_, operation, **POD_TEMPLATES[type_]),
+                           api_version=KINDS[kind][0], kind=kind)], obj)
+    assert mutation.failure is None and mutation.warnings == []
+    assert mutation.object == make(kind, {**BASE_SPEC, **SPEC_CHANGES[(type_, operation)]})
+    assert mutation.applied == ["ClusterOverridePolicy p rule 0"]
+    again = run([policy(template(type_, operation, **POD_TEMPLATES[type_]), kind=kind,
+                        api_version=KINDS[kind][0])], mutation.object)
+    assert again.patch == [], "every template is idempotent"
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "ConfigMap"])
+@pytest.mark.parametrize(("type_", "operation"), list(METADATA_TEMPLATES))
+def test_metadata_templates_on_every_kind(type_: str, operation: str, kind: str) -> None:
+    obj = make(kind, BASE_SPEC) if kind in KINDS else {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": copy.deepcopy(META), "data": {"k": "v"}}
+    fields, expected = METADATA_TEMPLATES[(type_, operation)]
+    mutation = run([policy(template(type_, operation, **fields), api_version=obj["apiVersion"], kind=kind)], obj)
+    assert mutation.failure is None
+    assert mutation.object == {**obj, "metadata": {**obj["metadata"], type_: expected}}
+
+
+NON_POD = [
+    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}},
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}},
+    # A CRD that happens to be called Deployment in another group is not a workload.
+    {"apiVersion": "example.com/v1", "kind": "Deployment", "metadata": {"name": "d"},
+     "spec": {"template": {"spec": copy.deepcopy(BASE_SPEC)}}},
+]
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("type_", list(POD_TEMPLATES))
+@pytest.mark.parametrize("obj", NON_POD, ids=lambda o: f"{o['apiVersion']}-{o['kind']}")
+def test_pod_spec_templates_leave_other_kinds_alone(obj: Obj, type_: str, operation: str) -> None:
+    mutation = run([policy(template(type_, operation, **POD_TEMPLATES[type_]),
+                           api_version=obj["apiVersion"], kind=obj["kind"])], obj)
+    assert (mutation.failure, mutation.warnings, mutation.patch, mutation.applied) == (None, [], [], [])
+    assert mutation.object == obj
+
+
+# -- label and annotation values ------------------------------------------------------------------
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "default"},
+       "spec": {"restartPolicy": "Always", "priority": 7, "hostNetwork": False, "containers": [{"name": "app"}]}}
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    ({"string": "payments"}, "payments"), ({"integer": 5}, "5"), ({"integer": 0}, "0"),
+    ({"boolean": True}, "true"), ({"boolean": False}, "false"), ({"float": "1.50"}, "1.50"),
+    ({"stringSlice": ["a", "b"]}, "a,b"), ({"string": ""}, ""),
+])
+@pytest.mark.parametrize("type_", ["annotations", "labels"])
+def test_constant_values_become_strings_and_the_map_is_created(type_: str, value: Obj, text: str) -> None:
+    if type_ == "labels" and "," in text:
+        return  # a comma is not allowed in a label value (checked at compile time)
+    mutation = run([policy(template(type_, "add", path="example.com/team", value=value))], POD)
+    assert mutation.object["metadata"] == {"name": "web-1", "namespace": "default", type_: {"example.com/team": text}}
+    assert mutation.patch == [{"op": "add", "path": f"/metadata/{type_}", "value": {"example.com/team": text}}]
+
+
+def test_string_map_sets_every_pair_and_ignores_path() -> None:
+    obj = {**POD, "metadata": {**POD["metadata"], "annotations": {"key1": "old", "keep": "x"}}}
+    mutation = run([policy(template("annotations", "replace", path="ignored",
+                                    value={"stringMap": {"key1": "value1", "app.kubernetes.io/part-of": "shop"}}))],
+                   obj)
+    assert mutation.object["metadata"]["annotations"] == {"key1": "value1", "keep": "x",
+                                                          "app.kubernetes.io/part-of": "shop"}
+
+
+@pytest.mark.parametrize(("path", "text"), [
+    ("/spec/restartPolicy", "Always"), ("spec.restartPolicy", "Always"), ("/spec/priority", "7"),
+    ("/spec/hostNetwork", "false"), ("/metadata/name", "web-1"), ("/spec/containers/0/name", "app"),
+])
+def test_value_ref_current_copies_the_value_as_text(path: str, text: str) -> None:
+    mutation = run([policy(template("labels", "replace", path="copied",
+                                    valueRef={"from": "current", "path": path}))], POD)
+    assert mutation.object["metadata"]["labels"] == {"copied": text}
+
+
+def test_value_ref_to_a_missing_field_changes_nothing() -> None:
+    mutation = run([policy(template("labels", "add", path="copied", valueRef={"from": "current", "path": "/spec/x"}))],
+                   POD)
+    assert (mutation.patch, mutation.failure) == ([], None)
+
+
+def test_value_ref_old_reads_the_old_object_and_is_skipped_without_one() -> None:
+    rule = template("annotations", "replace", path="previous", valueRef={"from": "old", "path": "/spec/restartPolicy"})
+    old = {**POD, "spec": {**POD["spec"], "restartPolicy": "Never"}}
+    assert run([policy(rule)], POD, {"oldObject": old}).object["metadata"]["annotations"] == {"previous": "Never"}
+    assert run([policy(rule)], POD, {"oldObject": None}).patch == []
+
+
+@pytest.mark.parametrize(("ref", "resolved", "text"), [
+    ({"from": "owner", "path": "/metadata/ownerReferences/0/name"},
+     {"metadata": {"name": "web-abc", "ownerReferences": [{"kind": "Deployment", "name": "web"}]}}, "web"),
+    ({"from": "k8s", "path": "metadata.name", "k8s": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+     {"metadata": {"name": "web"}}, "web"),
+    ({"from": "http", "path": "/body/team", "http": {"url": "https://teams.example.com/lookup"}},
+     {"body": {"team": "payments"}, "header": {}}, "payments"),
+    # kinitiras made users write body. first; a path without it is read under body.
+    ({"from": "http", "path": "team", "http": {"url": "https://teams.example.com/lookup"}},
+     {"body": {"team": "payments"}, "header": {}}, "payments"),
+], ids=["owner", "k8s", "http", "http-without-body"])
+def test_value_ref_from_resolved_params(ref: Obj, resolved: Obj, text: str) -> None:
+    rules = [template("labels", "add", path="x", value={"string": "first"}),
+             template("annotations", "add", path="resolved", valueRef=ref)]
+    mutation = run([policy(*rules)], POD, params={("ClusterOverridePolicy p", 1): {"valueRef": resolved}})
+    assert mutation.object["metadata"]["annotations"] == {"resolved": text}
+    # Without a resolved value (null lookup) the rule changes nothing.
+    assert run([policy(*rules)], POD).object["metadata"].get("annotations") is None
+
+
+# -- overrider order within one rule ----------------------------------------------------------------
+
+def test_template_then_cel_then_plaintext_then_origin_each_seeing_the_previous() -> None:
+    overriders = {
+        "template": {"type": "labels", "operation": "add", "path": "stage", "value": {"string": "template"}},
+        "cel": '[{"op": "add", "path": "/metadata/labels/seen-by-cel", "value": object.metadata.labels["stage"]}]',
+        "plaintext": [{"op": "replace", "path": "/metadata/labels/stage", "value": "plaintext"},
+                      {"op": "add", "path": "/metadata/labels/last", "value": "plaintext"}],
+        "origin": [{"type": "labels", "operation": "add", "labels": {"last": "origin", "from-origin": "yes"}}],
+    }
+    obj = {**POD, "metadata": {**POD["metadata"], "labels": {"app": "web"}}}
+    mutation = run([policy(overriders)], obj)
+    assert mutation.failure is None
+    assert mutation.object["metadata"]["labels"] == {
+        "app": "web", "stage": "plaintext", "seen-by-cel": "template", "last": "origin", "from-origin": "yes"}
+
+
+def test_plaintext_is_lenient_and_decodes_pointer_escapes() -> None:
+    obj = {**POD, "metadata": {**POD["metadata"], "annotations": {"a": "1"}}}
+    plaintext = [
+        {"op": "replace", "path": "/metadata/annotations/new", "value": "added"},  # replace of a missing key adds
+        {"op": "remove", "path": "/metadata/annotations/absent"},  # remove of a missing key: no-op
+        {"op": "remove", "path": "/spec/nothing/here"},  # remove under a missing parent: no-op
+        {"op": "add", "path": "/metadata/annotations/example.com~1team", "value": "slash"},
+        {"op": "add", "path": "/metadata/annotations/tilde~0key", "value": "tilde"},
+    ]
+    mutation = run([policy({"plaintext": plaintext})], obj)
+    assert mutation.failure is None
+    assert mutation.object["metadata"]["annotations"] == {
+        "a": "1", "new": "added", "example.com/team": "slash", "tilde~key": "tilde"}
+
+
+# -- errors and failure policies -------------------------------------------------------------------
+
+BROKEN = {"template": {"type": "labels", "operation": "add", "path": "half", "value": {"string": "done"}},
+          "plaintext": [{"op": "add", "path": "/spec/missing/x", "value": 1}]}
+GOOD = template("annotations", "add", path="later", value={"string": "ran"})
+
+
+def test_fail_keeps_the_original_object_and_names_policy_rule_and_reason() -> None:
+    policies = [policy(GOOD, name="a-first"), policy(GOOD, BROKEN, name="b-second", failure_policy="Fail")]
+    mutation = run(policies, POD)
+    assert mutation.failure is not None and not mutation.allowed
+    assert (mutation.failure.policy, mutation.failure.rule, mutation.failure.ignored) == (
+        "ClusterOverridePolicy b-second", 1, False)
+    assert str(mutation.failure) == ("policy ClusterOverridePolicy b-second, rule 1: "
+                                     "patch op 0 ('/spec/missing/x'): parent does not exist")
+    assert mutation.object == POD and mutation.patch == []
+
+
+def test_ignore_skips_the_failing_rule_atomically_and_later_rules_run() -> None:
+    mutation = run([policy(BROKEN, GOOD, failure_policy="Ignore")], POD)
+    assert mutation.failure is None
+    assert mutation.object["metadata"] == {**POD["metadata"], "annotations": {"later": "ran"}}  # no "half" label
+    assert mutation.warnings == ["policy ClusterOverridePolicy p, rule 0: patch op 0 ('/spec/missing/x'): "
+                                 "parent does not exist (failurePolicy Ignore: rule skipped)"]
+    assert mutation.applied == ["ClusterOverridePolicy p rule 1"]
+
+
+def test_cel_errors_and_lookup_errors_are_rule_failures() -> None:
+    bad_cel = run([policy({"cel": 'object.metadata.labels["absent"] == "x" ? [] : []'})], POD)
+    assert bad_cel.failure is not None and bad_cel.failure.rule == 0
+    assert str(bad_cel.failure).startswith("policy ClusterOverridePolicy p, rule 0: ")
+    assert bad_cel.object == POD
+    ref = {"from": "owner", "path": "/metadata/name"}
+    lookup = run([policy(template("labels", "add", path="o", valueRef=ref))], POD,
+                 lookup_errors={("ClusterOverridePolicy p", 0): "Pod default/web-1 has no owner reference"})
+    assert str(lookup.failure) == "policy ClusterOverridePolicy p, rule 0: Pod default/web-1 has no owner reference"
+    assert lookup.object == POD

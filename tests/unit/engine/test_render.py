@@ -1,0 +1,251 @@
+"""Rendering override templates to CEL: the exact text, its stability, escaping and refusals.
+
+What the rendered programs *do* to objects is in ``test_overriding.py`` (every type x operation
+x kind) and ``test_override_properties.py``; the template-specific semantics (quantity maths,
+label values, toleration and affinity merging) are tested there through ``mutate``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from kinitiras_py.base.errors import PolicyError, PolicyErrors
+from kinitiras_py.engine import overriding
+from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.rendering.render import render_override
+from kinitiras_py.engine.selection import PolicyIndex
+
+Obj = dict[str, Any]
+TEMPLATE_PATH = "spec.overrideRules[0].overriders.template"
+
+
+def _policy(template: Obj) -> Obj:
+    return {
+        "apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy",
+        "metadata": {"name": "render-test"},
+        "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                 "overrideRules": [{"overriders": {"template": template}}]},
+    }
+
+
+def _compile_errors(template: Obj) -> list[PolicyError]:
+    with pytest.raises(PolicyErrors) as info:
+        compile_policy(_policy(template))
+    return info.value.errors
+
+
+def _mutated(template: Obj, obj: Obj) -> Obj:
+    compiled = compile_policy(_policy(template))
+    mutation = overriding.mutate(PolicyIndex([compiled]).matching(obj, "CREATE"), obj, {})
+    assert mutation.failure is None, mutation.failure
+    return mutation.object
+
+
+# -- exact text (written by hand; a change to the templates must update these on purpose) --------
+
+LABELS_CONST = {"type": "labels", "operation": "add", "path": "app.kubernetes.io/name", "value": {"string": "web"}}
+LABELS_CONST_CEL = """\
+// labels template, operation add: labels of any object
+patch.merge(object.metadata, "/metadata", {"labels": {"app.kubernetes.io/name": "web"}})
+"""
+
+LABELS_REMOVE = {"type": "labels", "operation": "remove", "path": "example.com/team"}
+LABELS_REMOVE_CEL = """\
+// labels template, operation remove: labels of any object
+patch.remove(object.metadata, "/metadata", ["labels", "example.com/team"])
+"""
+
+ANNOTATIONS_REF = {"type": "annotations", "operation": "replace", "path": "restart",
+                   "valueRef": {"from": "current", "path": "/spec/restartPolicy"}}
+ANNOTATIONS_REF_CEL = """\
+// annotations template, operation replace: annotations of any object
+cel.bind(v, optional.of(object)[?"spec"][?"restartPolicy"],
+  v.hasValue() && v.value() != null
+    ? patch.merge(object.metadata, "/metadata", {"annotations": {"restart": string(v.value())}})
+    : []
+)
+"""
+
+OVERSELL = {"type": "resourcesOversell", "operation": "replace", "containerNames": ["app"],
+            "resourcesOversell": {"cpuFactor": "0.5", "memoryFactor": "0.20"}}
+OVERSELL_CEL = """\
+// resourcesOversell template, operation replace, requests = limits x factor, containers: ["app"].
+workload.containers(object)
+  .filter(c, c.name in ["app"])
+  .map(c, cel.bind(resources, c.container.?resources.orValue(null),
+    cel.bind(limits, resources == null || resources.?limits.orValue(null) == null ? {} : resources.limits,
+      patch.merge(c.container, c.path, {"resources": {"requests": {
+        "cpu": limits[?"cpu"].orValue(null) == null ? dyn(null)
+          : dyn(quantity(string(limits["cpu"])).scale("0.5", "0.001")),
+        "memory": limits[?"memory"].orValue(null) == null ? dyn(null)
+          : dyn(quantity(string(limits["memory"])).scale("0.2", "1"))
+      }}})
+  )))
+  .flatten()
+"""
+
+OVERSELL_REMOVE = {"type": "resourcesOversell", "operation": "remove",
+                   "resourcesOversell": {"cpuFactor": "0.5", "diskFactor": "0.1"}}
+OVERSELL_REMOVE_CEL = """\
+// resourcesOversell template, operation remove, requests = limits x factor, containers: all.
+workload.containers(object)
+  .map(c, cel.bind(resources, c.container.?resources.orValue(null),
+    cel.bind(limits, resources == null || resources.?limits.orValue(null) == null ? {} : resources.limits,
+      (limits[?"cpu"].orValue(null) == null ? []
+        : patch.remove(c.container, c.path, ["resources", "requests", "cpu"]))
+      + (limits[?"ephemeral-storage"].orValue(null) == null ? []
+        : patch.remove(c.container, c.path, ["resources", "requests", "ephemeral-storage"]))
+  )))
+  .flatten()
+"""
+
+RESOURCES_REMOVE = {"type": "resources", "operation": "remove",
+                    "resources": {"limits": {"memory": "0"}, "requests": {"cpu": "0"}}}
+RESOURCES_REMOVE_CEL = """\
+// resources template, operation remove, containers: all.
+workload.containers(object)
+  .map(c, []
+    + patch.remove(c.container, c.path, ["resources", "requests", "cpu"])
+    + patch.remove(c.container, c.path, ["resources", "limits", "memory"])
+  )
+  .flatten()
+"""
+
+TOLERATIONS = {"type": "tolerations", "operation": "add",
+               "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]}
+TOLERATIONS_CEL = """\
+// tolerations template, operation add: pod spec of a pod-bearing object; an empty result drops the field
+workload.podSpecPath(object) == "" ? [] : cel.bind(spec, workload.podSpec(object),
+  cel.bind(wanted, tolerations.add(spec[?"tolerations"].orValue(null) == null ? dyn([]) : spec["tolerations"],
+      [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]),
+    patch.replace(spec, workload.podSpecPath(object), "tolerations", size(wanted) == 0 ? dyn(null) : dyn(wanted))))
+"""
+
+
+@pytest.mark.parametrize(("template", "expected"), [
+    (LABELS_CONST, LABELS_CONST_CEL), (LABELS_REMOVE, LABELS_REMOVE_CEL), (ANNOTATIONS_REF, ANNOTATIONS_REF_CEL),
+    (OVERSELL, OVERSELL_CEL), (OVERSELL_REMOVE, OVERSELL_REMOVE_CEL), (RESOURCES_REMOVE, RESOURCES_REMOVE_CEL),
+    (TOLERATIONS, TOLERATIONS_CEL),
+], ids=["labels-const", "labels-remove", "annotations-ref", "oversell", "oversell-remove", "resources-remove",
+        "tolerations"])
+def test_rendered_text_is_exactly(template: Obj, expected: str) -> None:
+    assert render_override(template, TEMPLATE_PATH) == expected
+    # compile_policy keeps the same text per rule index (it is written back as renderedCel).
+    assert compile_policy(_policy(template)).rendered == {0: expected}
+
+
+AFFINITY = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "db"}}}]}}
+EVERY_TEMPLATE = [
+    {"type": "annotations", "path": "example.com/team", "value": {"string": "payments"}},
+    {"type": "labels", "path": "owner", "valueRef": {"from": "owner", "path": "metadata.name"}},
+    {"type": "resources", "containerNames": ["b", "a"], "resources": {"limits": {"memory": "1Gi", "cpu": "1"}}},
+    {"type": "resourcesOversell", "resourcesOversell": {"diskFactor": "0.1", "cpuFactor": "0.5", "memoryFactor": ".2"}},
+    {"type": "tolerations", "tolerations": [{"key": "b", "operator": "Exists"}, {"key": "a", "operator": "Exists"}]},
+    {"type": "affinity", "affinity": AFFINITY},
+]
+
+
+@pytest.mark.parametrize("operation", ["add", "replace", "remove"])
+@pytest.mark.parametrize("template", EVERY_TEMPLATE, ids=lambda t: t["type"])
+def test_rendering_is_deterministic(template: Obj, operation: str) -> None:
+    template = {**template, "operation": operation}
+    first = render_override(template, TEMPLATE_PATH)
+    again = render_override(copy.deepcopy(template), TEMPLATE_PATH)
+    assert first == again
+    assert first.encode() == compile_policy(_policy(template)).rendered[0].encode()
+    assert first.endswith(")\n") or first.endswith("]\n") or first.endswith(".flatten()\n")
+    assert all(line == line.rstrip() and line for line in first[:-1].split("\n"))
+
+
+def test_string_map_entries_are_rendered_sorted_by_key() -> None:
+    text = render_override({"type": "annotations", "operation": "add",
+                            "value": {"stringMap": {"zeta": "1", "alpha": "2", "mid/x": "3"}}}, TEMPLATE_PATH)
+    assert '{"annotations": {"alpha": "2", "mid/x": "3", "zeta": "1"}}' in text
+
+
+# -- escaping: user text reaches CEL only as literals --------------------------------------------
+
+NASTY = 'say "hi"\\ \n\t\\(x) {{ y }} {% z %} ${w} \'q\' // not a comment'
+
+
+def test_a_value_with_quotes_backslashes_newlines_and_template_syntax_renders_as_one_literal() -> None:
+    text = render_override({"type": "annotations", "operation": "add", "path": "k", "value": {"string": NASTY}},
+                           TEMPLATE_PATH)
+    literal = r'"say \"hi\"\\ \n\t\\(x) {{ y }} {% z %} ${w} ' + "'q' // not a comment\""
+    assert text == ('// annotations template, operation add: annotations of any object\n'
+                    'patch.merge(object.metadata, "/metadata", {"annotations": {"k": ' + literal + '}})\n')
+
+
+@pytest.mark.parametrize("value", [
+    NASTY, "x\u2028y", "a \x85b", "\r\n", "é😀", " pad ", "",
+    pytest.param("nul\x00l", marks=pytest.mark.xfail(strict=True, reason=(
+        "known limitation: cel-expr-python cuts strings at NUL, in literals and in object values"))),
+], ids=["nasty", "u2028", "nel", "crlf", "unicode", "spaces", "empty", "nul"])
+def test_a_value_lands_verbatim(value: str) -> None:
+    # Regression: str.splitlines() split rendered text at U+2028/U+0085 inside string literals;
+    # and an empty string constant was refused as "empty".
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}
+    got = _mutated({"type": "annotations", "operation": "add", "path": "example.com/note",
+                    "value": {"string": value}}, pod)
+    assert got["metadata"] == {"name": "p", "annotations": {"example.com/note": value}}
+
+
+def test_container_names_cannot_escape_the_comment_line() -> None:
+    # Regression: containerNames were written raw into a `//` comment, so a newline in a name
+    # injected the rest of the name as CEL code.
+    template = {"type": "resources", "operation": "add", "containerNames": ["x\n[1]", "app"],
+                "resources": {"limits": {"cpu": "1"}}}
+    text = render_override(template, TEMPLATE_PATH)
+    assert text.split("\n")[0] == '// resources template, operation add, containers: ["x\\n[1]", "app"].'
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "app"}, {"name": "x\n[1]"}, {"name": "other"}]}}
+    got = _mutated(template, pod)
+    assert got["spec"]["containers"] == [{"name": "app", "resources": {"limits": {"cpu": "1"}}},
+                                         {"name": "x\n[1]", "resources": {"limits": {"cpu": "1"}}},
+                                         {"name": "other"}]
+
+
+# -- refused at compile time, with the field path --------------------------------------------------
+
+@pytest.mark.parametrize("factor", ["0", "1.5", "abc", "-0.5", "0.0", "NaN", "Infinity", "1e3"])
+def test_bad_oversell_factors_are_refused(factor: str) -> None:
+    errors = _compile_errors({"type": "resourcesOversell", "operation": "add",
+                              "resourcesOversell": {"cpuFactor": "0.5", "memoryFactor": factor}})
+    assert [e.path for e in errors] == [f"{TEMPLATE_PATH}.resourcesOversell.memoryFactor"]
+
+
+@pytest.mark.parametrize("field", ["cpuFactor", "memoryFactor", "diskFactor"])
+@pytest.mark.parametrize("factor", ["0", "1.5", "abc"])
+def test_each_factor_names_its_own_path(field: str, factor: str) -> None:
+    errors = _compile_errors({"type": "resourcesOversell", "operation": "replace",
+                              "resourcesOversell": {field: factor}})
+    assert [e.path for e in errors] == [f"spec.overrideRules[0].overriders.template.resourcesOversell.{field}"]
+
+
+@pytest.mark.parametrize("factor", ["1", "0.001", "1e-1", ".5", "0.999999"])
+def test_factors_in_range_are_accepted(factor: str) -> None:
+    compile_policy(_policy({"type": "resourcesOversell", "operation": "add",
+                            "resourcesOversell": {"cpuFactor": factor}}))
+
+
+@pytest.mark.parametrize(("template", "path"), [
+    ({"type": "resourcesOversell", "operation": "add", "resourcesOversell": {}}, ".resourcesOversell"),
+    ({"type": "resources", "operation": "add", "resources": {}}, ".resources"),
+    ({"type": "resources", "operation": "add", "resources": {"limits": {"cpu": "1x"}}}, ".resources.limits[cpu]"),
+    ({"type": "labels", "operation": "add", "value": {"string": "v"}}, ".path"),
+    ({"type": "labels", "operation": "remove"}, ".path"),
+    ({"type": "annotations", "operation": "add", "path": "k"}, ".value"),
+    ({"type": "annotations", "operation": "add", "path": "k", "valueRef": {"from": "k8s"}}, ".valueRef.k8s"),
+    ({"type": "annotations", "operation": "add", "path": "k", "valueRef": {"from": "http", "http": {}}},
+     ".valueRef.http.url"),
+    ({"type": "tolerations", "operation": "add", "tolerations": []}, ".tolerations"),
+    ({"type": "affinity", "operation": "add"}, ".affinity"),
+], ids=["oversell-empty", "resources-empty", "bad-quantity", "no-key", "remove-no-key", "no-value",
+        "k8s-without-block", "http-without-url", "no-tolerations", "no-affinity"])
+def test_malformed_templates_are_refused_with_the_field_path(template: Obj, path: str) -> None:
+    errors = _compile_errors(template)
+    assert [e.path for e in errors] == [TEMPLATE_PATH + path]
