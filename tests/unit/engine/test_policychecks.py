@@ -341,7 +341,8 @@ def test_a_problem_is_reported_once_even_when_model_and_checks_both_see_it() -> 
 @pytest.mark.parametrize(("policy", "name"), [
     (op({"cel": "1 +"}), "policy OverridePolicy default/x: "),
     (cvp(cel="1 +"), "policy ClusterValidatePolicy v: "),
-    ({"apiVersion": API, "kind": "ClusterOverridePolicy", "metadata": {"name": "c"}}, "policy ClusterOverridePolicy c: "),
+    ({"apiVersion": API, "kind": "ClusterOverridePolicy", "metadata": {"name": "c"}},
+     "policy ClusterOverridePolicy c: "),
     ({**cvp(cel="1 +"), "kind": "ValidatePolicy", "metadata": {"name": "w", "namespace": "team-a"}},
      "policy ValidatePolicy team-a/w: "),
 ])

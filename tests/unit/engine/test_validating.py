@@ -410,12 +410,13 @@ def multi() -> CompiledPolicy:
     return compile_policy(yaml.safe_load((EXAMPLES / "templates" / "validate-multi.yaml").read_text()))
 
 
-def one_rule(index: int, obj: dict[str, Any] = TEAM_A, **kw: Any) -> Verdict:
+def one_rule(index: int, obj: dict[str, Any] = TEAM_A, params: dict[str, Any] | None = None,
+             error: str | None = None) -> Verdict:
+    """Rule ``index`` of validate-multi alone on ``obj`` (DELETE: no old object)."""
     policy = multi()
-    rule = policy.rules[index]
-    return validate([(policy, rule)], {"object": obj, "oldObject": None},
-                    {(policy.ref, index): p for p in [kw.get("params")] if p is not None},
-                    {(policy.ref, index): e for e in [kw.get("error")] if e is not None})
+    key = (policy.ref, index)
+    return validate([(policy, policy.rules[index])], {"object": obj, "oldObject": None},
+                    {key: params} if params is not None else {}, {key: error} if error is not None else {})
 
 
 DENIED = "ClusterValidatePolicy test-multi-validate: cannot delete this ns"

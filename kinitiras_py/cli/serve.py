@@ -1,0 +1,60 @@
+"""``kinitiras-py serve``: run the admission webhook."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``serve`` command."""
+    p = sub.add_parser("serve", help="run the admission webhook (HTTPS) against a cluster")
+    p.add_argument("--bind-address", default="0.0.0.0", help="address to listen on (default %(default)s)")
+    p.add_argument("--port", type=int, default=8443, help="HTTPS port (default %(default)s)")
+    p.add_argument("--cert-dir", type=Path, default=Path("/certs"),
+                   help="directory with tls.crt, tls.key and ca.crt (default %(default)s)")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", default="json", choices=["json", "text"])
+    p.add_argument("--metrics-address", default=":8080",
+                   help="host:port for plain-HTTP /metrics; empty serves it on the webhook port")
+    p.add_argument("--deadline", type=float, default=2.5,
+                   help="answer within this many seconds (below the webhook timeout, default %(default)s)")
+    p.add_argument("--mutating-config", default="kinitiras-py", help="MutatingWebhookConfiguration name")
+    p.add_argument("--validating-config", default="kinitiras-py", help="ValidatingWebhookConfiguration name")
+    p.add_argument("--webhook-url", help="base URL the API server calls (e.g. https://127.0.0.1:8443); "
+                   "default: the Service --service-namespace/--service-name")
+    p.add_argument("--service-name", default="kinitiras-webhook")
+    p.add_argument("--service-namespace", default="kinitiras-system")
+    p.add_argument("--failure-policy", default="Fail", choices=["Fail", "Ignore"],
+                   help="what the API server does when the webhook cannot answer (policy kinds always Fail)")
+    p.add_argument("--object-selector", metavar="KEY=VALUE",
+                   help="opt-in mode: only objects with this label reach the webhook (kinitiras' behaviour)")
+    p.add_argument("--no-register", action="store_true", help="do not write the webhook configurations")
+    p.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from kinitiras_py.base import logs
+    from kinitiras_py.registration.builder import Registration
+    from kinitiras_py.runtime import running
+    from kinitiras_py.runtime.settings import ServerSettings, Settings
+
+    logs.configure(args.log_level, args.log_format)
+    selector = None
+    if args.object_selector:
+        key, _, value = args.object_selector.partition("=")
+        selector = {"matchLabels": {key: value}}
+    settings = Settings(
+        server=ServerSettings(bind_address=args.bind_address, port=args.port, cert_dir=args.cert_dir,
+                              metrics_address=args.metrics_address, deadline=args.deadline),
+        registration=Registration(
+            mutating_name=args.mutating_config, validating_name=args.validating_config, url=args.webhook_url,
+            service_name=args.service_name, service_namespace=args.service_namespace,
+            failure_policy=args.failure_policy, object_selector=selector,
+            excluded_namespaces=("kube-system", args.service_namespace)),
+        register=not args.no_register, kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
+    )
+    asyncio.run(running.run(settings))
+    return 0

@@ -1,0 +1,106 @@
+"""`kinitiras-py serve`: start informers, the webhook server and registration; stop gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+
+from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.cluster import client as cluster_client
+from kinitiras_py.cluster.policywatch import PolicyWatch
+from kinitiras_py.cluster.status import StatusWriter
+from kinitiras_py.cluster.store import InformerStore
+from kinitiras_py.engine.results import RuleFailure
+from kinitiras_py.refs.http import AiohttpClient
+from kinitiras_py.registration import applying
+from kinitiras_py.runtime.settings import Settings
+from kinitiras_py.webhook import server as webhook_server
+from kinitiras_py.webhook.app import make_app, make_metrics_app
+from kinitiras_py.webhook.handlers import Handlers
+from kinitiras_py.webhook.metrics import Metrics
+
+log = logging.getLogger("kinitiras_py.runtime")
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host or "0.0.0.0", int(port)
+
+
+async def run(settings: Settings, stop: asyncio.Event | None = None,
+              started: Callable[[int], Awaitable[None]] | None = None) -> None:
+    """Serve until ``stop`` is set (or SIGTERM/SIGINT), then shut down in order."""
+    stop = stop or _signal_event()
+    api = await cluster_client.api_client(settings.kubeconfig)
+    metrics = Metrics()
+    watch = PolicyWatch(api)
+    status = StatusWriter(api, watch.get)
+    watch.on_change = status.on_change
+    store = InformerStore(api)
+    http = AiohttpClient(store=store)
+    pipeline = Pipeline(watch.overrides, watch.validations, store, http, lookup_timeout=settings.lookup_timeout)
+    cert_dir = settings.server.cert_dir
+    ssl_context = webhook_server.server_context(cert_dir / "tls.crt", cert_dir / "tls.key")
+
+    def on_rule_failure(failure: RuleFailure) -> None:
+        kind, _, ref = failure.policy.partition(" ")
+        namespace, _, name = ref.rpartition("/")
+        asyncio.get_running_loop().create_task(
+            status.emit_rule_error(kind, namespace or None, name, str(failure)))
+
+    registered = asyncio.Event()
+    if not settings.register:
+        registered.set()
+    handlers = Handlers(pipeline, metrics, deadline=settings.server.deadline,
+                        ready=lambda: watch.synced.is_set() and registered.is_set(), on_rule_failure=on_rule_failure)
+    separate_metrics = bool(settings.server.metrics_address)
+    metrics_host, metrics_port = (_split_address(settings.server.metrics_address) if separate_metrics
+                                  else ("127.0.0.1", 0))
+    server = webhook_server.Server(
+        make_app(handlers, metrics_route=not separate_metrics), settings.server.bind_address, settings.server.port,
+        ssl_context, make_metrics_app(handlers) if separate_metrics else None, metrics_host, metrics_port,
+        shutdown_timeout=settings.server.shutdown_timeout)
+    status.start()
+    watch.start()
+    gauges = asyncio.get_running_loop().create_task(_update_gauges(watch, metrics), name="gauges")
+    await server.start()
+    try:
+        await watch.synced.wait()
+        if settings.register:
+            await applying.register(api, settings.registration, (cert_dir / "ca.crt").read_bytes())
+            registered.set()
+        if started is not None:
+            await started(server.port)
+        log.info("ready", extra={"policies": watch.counts()})
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        await server.stop()
+        gauges.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await gauges
+        await watch.stop()
+        await status.stop()
+        await http.close()
+        await store.close()
+        await api.close()
+
+
+async def _update_gauges(watch: PolicyWatch, metrics: Metrics) -> None:
+    while True:
+        for kind, count in watch.counts().items():
+            metrics.policies.labels(kind).set(count)
+        for kind, informer in watch.informers.items():
+            metrics.informer_synced.labels(kind).set(1 if informer.synced.is_set() else 0)
+        await asyncio.sleep(5)
+
+
+def _signal_event() -> asyncio.Event:
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, event.set)
+    return event

@@ -1,0 +1,33 @@
+"""Settings of `kinitiras-py serve`, grouped by concern."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kinitiras_py.registration.builder import Registration
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Where and how the webhook listens."""
+
+    bind_address: str = "0.0.0.0"
+    port: int = 8443
+    cert_dir: Path = Path("/certs")
+    metrics_address: str = ":8080"
+    """host:port of a separate plain-HTTP /metrics listener; empty serves /metrics on the webhook port."""
+    deadline: float = 2.5
+    shutdown_timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything `serve` needs."""
+
+    server: ServerSettings = field(default_factory=ServerSettings)
+    registration: Registration = field(default_factory=Registration)
+    register: bool = True
+    kubeconfig: str | None = None
+    lookup_timeout: float = 2.3
+    """Below the deadline, so an overrunning lookup is decided by the rule's failurePolicy."""
