@@ -74,12 +74,27 @@ def decode(body: bytes) -> Review:
         raise ReviewError(f"the {operation} request carries no object")
     if operation == "UPDATE" and not isinstance(old, dict):
         raise ReviewError("the UPDATE request carries no oldObject")
+    namespace = str(req.get("namespace") or "")
+    if namespace:
+        # Objects created by controllers (e.g. Pods from a ReplicaSet) can arrive without
+        # metadata.namespace; selection and namespaced policies need it. Filling it in on the
+        # received object too keeps it out of the response patch.
+        obj, old = _with_namespace(obj, namespace), _with_namespace(old, namespace)
     user_info = req.get("userInfo")
     user: Obj = user_info if isinstance(user_info, dict) else {}
     request = Request(operation=operation, object=obj if isinstance(obj, dict) else {},
                       old_object=old if isinstance(old, dict) else None,
-                      namespace=str(req.get("namespace") or ""), user_info=user, dry_run=bool(req.get("dryRun")))
+                      namespace=namespace, user_info=user, dry_run=bool(req.get("dryRun")))
     return Review(api_version=str(api_version), uid=uid, request=request, raw=req)
+
+
+def _with_namespace(obj: object, namespace: str) -> object:
+    if not isinstance(obj, dict):
+        return obj
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and not meta.get("namespace"):
+        return {**obj, "metadata": {**meta, "namespace": namespace}}
+    return obj
 
 
 def allowed(api_version: str, uid: str, patch: Patch | None = None, warnings: list[str] | None = None,

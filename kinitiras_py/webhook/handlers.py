@@ -78,6 +78,9 @@ class Handlers:
             return codec.allowed(review.api_version, review.uid, admission.patch, admission.warnings), 200
         mutation = await self.pipeline.mutate(req)
         self.metrics.observe_mutation(mutation)
+        log.debug("mutate", extra={"uid": review.uid, "operation": req.operation, "kind": review.kind.get("kind"),
+                                   "namespace": req.namespace, "object_namespace": _namespace_of(req.object),
+                                   "applied": mutation.applied, "ops": len(mutation.patch)})
         if mutation.failure is not None:
             self._report(mutation.failure, req.dry_run)
             return codec.denied(review.api_version, review.uid, str(mutation.failure), 403, mutation.warnings), 403
@@ -116,3 +119,8 @@ class Handlers:
     async def healthz(self, _request: web.Request) -> web.Response:
         """GET /healthz: the process serves requests."""
         return web.Response(text="ok")
+
+
+def _namespace_of(obj: dict[str, object]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("namespace") or "") if isinstance(meta, dict) else ""

@@ -252,3 +252,27 @@ async def test_readyz_healthz_and_metrics(aiohttp_client: Any) -> None:
     text = await (await client.get("/metrics")).text()
     assert 'kinitiras_webhook_requests_total{code="200",endpoint="mutate"} 1.0' in text
     assert 'kinitiras_policy_patched_total{policy="ClusterOverridePolicy oversell"} 1.0' in text
+
+
+async def test_object_without_namespace_gets_the_request_namespace_for_matching(aiohttp_client: Any) -> None:
+    policy = yaml.safe_load("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: OverridePolicy
+metadata: {name: label-pods, namespace: team-a}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - overriders:
+      template: {type: labels, operation: add, path: team, value: {string: a}}
+""")
+    client = await aiohttp_client(make_app(make_handlers([policy])))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "web-"}}
+    body = orjson.loads(review("CREATE", pod))
+    body["request"]["namespace"] = "team-a"
+    _status, doc = await post(client, "/mutate", orjson.dumps(body))
+    # The namespace is not part of the patch: the API server fills it in itself.
+    assert orjson.loads(base64.b64decode(doc["response"]["patch"])) == [
+        {"op": "add", "path": "/metadata/labels", "value": {"team": "a"}}]
+    body["request"]["namespace"] = "team-b"
+    _status, doc = await post(client, "/mutate", orjson.dumps(body))
+    assert "patch" not in doc["response"]

@@ -171,7 +171,10 @@ def _combine(current: Obj | None, policy: Obj, mode: str) -> Obj:
             have, wrapper = _terms(sub, field, node)
             want, _ = _terms(sub, field, wanted)
             if mode == "add":
-                terms = have + [copy.deepcopy(t) for t in want if t not in have]
+                terms = list(have)
+                for term in want:  # the policy's own list may repeat a term too
+                    if term not in terms:
+                        terms.append(copy.deepcopy(term))
             elif mode == "replace":
                 terms = copy.deepcopy(want)
             else:

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.engine.compiling import CUE_REFUSED, compile_policy
@@ -452,3 +454,33 @@ def test_warnings_do_not_hide_errors() -> None:
     policy = ref(**http_ref(staticToken="t"))
     policy["spec"]["overrideRules"][0]["overriders"]["cel"] = "1 +"
     assert [p for p, _ in errors_of(policy)] == [f"{OV}.cel"]
+
+
+# --- robustness: any damage to a valid policy is reported, never a crash ---------------------------
+
+EXAMPLE_DOCS = [doc for path in sorted((DATA / "examples").rglob("*.yaml"))
+                for doc in yaml.safe_load_all(path.read_text())]
+JUNK = [None, 0, -1, 1.5, "", "x", "a..b", "/a", True, [], {}, [1], {"a": 1}, ["x"], "NaN", "*",
+        {"from": "k8s"}, [{"op": "add"}], "1 +"]
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix] if prefix else []
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, child in children:
+        out += _paths(child, (*prefix, key))
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_damaged_policies_are_refused_with_distinct_errors_or_compile(data: st.DataObject) -> None:
+    doc = copy.deepcopy(data.draw(st.sampled_from(EXAMPLE_DOCS)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(_paths(doc)))
+        doc = with_(doc, path, copy.deepcopy(data.draw(st.sampled_from(JUNK))))
+    try:
+        compile_policy(doc)
+    except PolicyErrors as e:
+        found = [(err.path, err.reason) for err in e.errors]
+        assert found and len(set(found)) == len(found)

@@ -249,3 +249,226 @@ def test_factors_in_range_are_accepted(factor: str) -> None:
 def test_malformed_templates_are_refused_with_the_field_path(template: Obj, path: str) -> None:
     errors = _compile_errors(template)
     assert [e.path for e in errors] == [TEMPLATE_PATH + path]
+
+
+# -- what the pod-spec templates do (one template on a Pod; every kind is in test_overriding) ----
+
+def _pod(spec: Obj) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+def _oversell(operation: str, factors: Obj, spec: Obj, names: list[str] | None = None) -> Obj:
+    extra = {"containerNames": names} if names else {}
+    return _mutated({"type": "resourcesOversell", "operation": operation, "resourcesOversell": factors, **extra},
+                    _pod(spec))["spec"]
+
+
+@pytest.mark.parametrize(("factor_field", "resource", "limit", "factor", "expected"), [
+    ("cpuFactor", "cpu", "2", "0.5", "1"),
+    ("cpuFactor", "cpu", "1500m", "0.5", "750m"),
+    ("cpuFactor", "cpu", "0.5", "0.333", "166m"),  # rounded down to whole millicores
+    ("cpuFactor", "cpu", "1", "0.333", "333m"),
+    ("cpuFactor", "cpu", "1.5", "0.5", "750m"),
+    ("cpuFactor", "cpu", "+2", "0.5", "1"),
+    ("cpuFactor", "cpu", "7m", "0.5", "3m"),
+    ("cpuFactor", "cpu", "2500u", "0.5", "1m"),
+    ("cpuFactor", "cpu", "100n", "0.5", "0"),
+    ("cpuFactor", "cpu", "3k", "0.5", "1500"),
+    ("cpuFactor", "cpu", "1e3", "0.5", "500"),
+    ("cpuFactor", "cpu", "2e3", "0.5", "1e3"),  # DecimalExponent stays in that format
+    ("cpuFactor", "cpu", "4", "1", "4"),
+    ("memoryFactor", "memory", "4Gi", "0.2", "858993459"),  # rounded down to whole bytes
+    ("memoryFactor", "memory", "1000M", "0.2", "200M"),
+    ("memoryFactor", "memory", "1k", "0.5", "500"),
+    ("memoryFactor", "memory", "1Ki", "0.5", "512"),
+    ("memoryFactor", "memory", "2Mi", "0.5", "1Mi"),
+    ("memoryFactor", "memory", "1Mi", "0.3", "314572"),
+    ("memoryFactor", "memory", "0.5Gi", "0.5", "256Mi"),
+    ("memoryFactor", "memory", "1.5Gi", "0.5", "768Mi"),
+    ("memoryFactor", "memory", "1Ti", "0.5", "512Gi"),
+    ("memoryFactor", "memory", "1Pi", "0.25", "256Ti"),
+    ("memoryFactor", "memory", "1Ei", "0.5", "512Pi"),
+    ("memoryFactor", "memory", "1G", "0.5", "500M"),
+    ("memoryFactor", "memory", "1.5G", "0.5", "750M"),
+    ("memoryFactor", "memory", "1T", "0.1", "100G"),
+    ("memoryFactor", "memory", "1P", "0.5", "500T"),
+    ("memoryFactor", "memory", "1E", "0.5", "500P"),
+    ("memoryFactor", "memory", "5e6", "0.2", "1e6"),
+    ("memoryFactor", "memory", "129e6", "0.5", "64500e3"),
+    ("memoryFactor", "memory", "3", "0.5", "1"),
+    ("memoryFactor", "memory", "1500m", "0.5", "0"),
+    ("diskFactor", "ephemeral-storage", "10Gi", "0.1", "1Gi"),
+    ("diskFactor", "ephemeral-storage", "1G", "0.1", "100M"),
+])
+def test_oversell_quantity_maths(factor_field: str, resource: str, limit: str, factor: str, expected: str) -> None:
+    spec = _oversell("add", {factor_field: factor}, {"containers": [{"name": "app", "resources": {
+        "limits": {resource: limit}}}]})
+    assert spec["containers"] == [{"name": "app", "resources": {"limits": {resource: limit},
+                                                                "requests": {resource: expected}}}]
+
+
+def _box(name: str, limits: Obj | None, requests: Obj | None = None) -> Obj:
+    resources = {**({"limits": limits} if limits is not None else {}),
+                 **({"requests": requests} if requests is not None else {})}
+    return {"name": name, "resources": resources}
+
+
+OVERSELL_SPEC = {
+    "containers": [_box("a", {"cpu": "2", "memory": "1Gi"}), _box("b", {"memory": "2Gi"}, {"cpu": "3"})],
+    "initContainers": [_box("init", {"cpu": "1"})],
+    "ephemeralContainers": [{"name": "debug", "image": "busybox"}],
+}
+
+
+def test_oversell_covers_every_container_and_init_container_but_not_ephemeral_ones() -> None:
+    spec = _oversell("replace", {"cpuFactor": "0.5", "memoryFactor": "0.5"}, OVERSELL_SPEC)
+    assert spec == {
+        "containers": [_box("a", {"cpu": "2", "memory": "1Gi"}, {"cpu": "1", "memory": "512Mi"}),
+                       # no cpu limit: the cpu request is left alone
+                       _box("b", {"memory": "2Gi"}, {"cpu": "3", "memory": "1Gi"})],
+        "initContainers": [_box("init", {"cpu": "1"}, {"cpu": "500m"})],
+        "ephemeralContainers": [{"name": "debug", "image": "busybox"}],
+    }
+
+
+def test_oversell_container_names_restrict() -> None:
+    spec = _oversell("add", {"cpuFactor": "0.5", "memoryFactor": "0.5"}, OVERSELL_SPEC, names=["b", "init"])
+    assert spec["containers"] == [_box("a", {"cpu": "2", "memory": "1Gi"}),
+                                  _box("b", {"memory": "2Gi"}, {"cpu": "3", "memory": "1Gi"})]
+    assert spec["initContainers"] == [_box("init", {"cpu": "1"}, {"cpu": "500m"})]
+
+
+def test_oversell_remove_drops_only_requests_computed_from_a_limit() -> None:
+    spec = {"containers": [_box("a", {"cpu": "2", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}),
+                           _box("b", {"memory": "2Gi"}, {"cpu": "3", "memory": "1Gi"})]}
+    got = _oversell("remove", {"cpuFactor": "0.5", "memoryFactor": "0.5"}, spec)
+    assert got["containers"] == [_box("a", {"cpu": "2", "memory": "1Gi"}, {}),
+                                 _box("b", {"memory": "2Gi"}, {"cpu": "3"})]
+
+
+@pytest.mark.parametrize("resources", [None, {"limits": None}, {"limits": {"cpu": None}}])
+def test_oversell_treats_null_like_absent(resources: Obj | None) -> None:
+    # Regression: a null resources/limits/limit made the rule fail ("No matching overloads").
+    spec = {"containers": [{"name": "a", "resources": resources}]}
+    assert _oversell("add", {"cpuFactor": "0.5"}, spec) == spec
+    assert _oversell("remove", {"cpuFactor": "0.5"}, spec) == spec
+
+
+def test_resources_are_written_canonically_to_every_container() -> None:
+    spec = {"containers": [{"name": "a"}, _box("b", {"cpu": "500m"}, {"nvidia.com/gpu": "2"})],
+            "initContainers": [{"name": "i"}]}
+    wanted = {"limits": {"cpu": "0.5", "memory": "1024Mi", "nvidia.com/gpu": 1}, "requests": {"cpu": 100}}
+    got = _mutated({"type": "resources", "operation": "replace", "resources": wanted}, _pod(spec))["spec"]
+    canonical = {"limits": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1"}, "requests": {"cpu": "100"}}
+    assert got == {"containers": [{"name": "a", "resources": canonical},
+                                  {"name": "b", "resources": {**canonical, "requests": {"nvidia.com/gpu": "2",
+                                                                                        "cpu": "100"}}}],
+                   "initContainers": [{"name": "i", "resources": canonical}]}
+    removed = _mutated({"type": "resources", "operation": "remove", "containerNames": ["b"],
+                        "resources": {"requests": {"nvidia.com/gpu": "0"}}}, _pod(got))["spec"]
+    assert removed["containers"][1]["resources"]["requests"] == {"cpu": "100"}
+    assert removed["containers"][0] == got["containers"][0]
+
+
+K1 = {"key": "k1", "operator": "Exists", "effect": "NoSchedule"}
+K2 = {"key": "k2", "operator": "Equal", "value": "v", "effect": "NoExecute", "tolerationSeconds": 30}
+K3 = {"key": "k3", "operator": "Exists"}
+
+
+def _tolerations(operation: str, wanted: list[Obj], current: list[Obj] | None) -> Obj:
+    spec = {"containers": [{"name": "a"}], **({"tolerations": current} if current is not None else {})}
+    return _mutated({"type": "tolerations", "operation": operation, "tolerations": wanted}, _pod(spec))["spec"]
+
+
+def test_tolerations_add_skips_ones_already_present() -> None:
+    # tolerationSeconds is not part of a toleration's identity; an empty operator means Equal.
+    same_k2 = {"key": "k2", "value": "v", "effect": "NoExecute", "tolerationSeconds": 99}
+    assert _tolerations("add", [K1, same_k2, K3, K3], [K1, K2])["tolerations"] == [K1, K2, K3]
+    assert _tolerations("add", [K1, K3], None)["tolerations"] == [K1, K3]
+
+
+def test_tolerations_replace_matches_on_key_and_effect() -> None:
+    # Existing tolerations with the same key and effect are dropped and the policy's appended;
+    # policy tolerations that match nothing are added (kinitiras dropped those).
+    new_k1 = {"key": "k1", "operator": "Equal", "value": "x", "effect": "NoSchedule", "tolerationSeconds": 5}
+    other_effect = {"key": "k1", "operator": "Exists", "effect": "NoExecute"}
+    got = _tolerations("replace", [new_k1, K3], [K1, other_effect, K2])
+    assert got["tolerations"] == [other_effect, K2, new_k1, K3]
+
+
+@pytest.mark.parametrize(("unwanted", "left"), [
+    ([K2, K3], [K1]), ([K1, K3], [K2]), ([K3, K1], [K2]), ([K2], [K1, K3]),
+    ([{**K2, "tolerationSeconds": 1}], [K1, K3]),  # seconds do not matter
+    ([{**K1, "effect": "NoExecute"}], [K1, K2, K3]),  # the effect does
+])
+def test_tolerations_remove_several_removes_exactly_those(unwanted: list[Obj], left: list[Obj]) -> None:
+    # Regression for kinitiras' stale indexes: removing k2 and k3 from [k1, k2, k3] failed.
+    assert _tolerations("remove", unwanted, [K1, K2, K3])["tolerations"] == left
+
+
+def test_tolerations_remove_without_tolerations_changes_nothing() -> None:
+    # Regression: the rendered program used to add `tolerations: []`.
+    assert _tolerations("remove", [K1], None) == {"containers": [{"name": "a"}]}
+    # An empty (or null) list is an absent one: the result is the same object without the field.
+    assert _tolerations("remove", [K1], []) == {"containers": [{"name": "a"}]}
+
+
+def test_tolerations_remove_of_the_last_one_drops_the_field() -> None:
+    assert _tolerations("remove", [K1], [K1]) == {"containers": [{"name": "a"}]}
+
+
+NODE_TERM_A = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+NODE_TERM_B = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+POD_TERM_A = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+POD_TERM_B = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "topology.kubernetes.io/zone"}
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+PREF = "preferredDuringSchedulingIgnoredDuringExecution"
+# (sub-affinity, field, term a, term b, how a list of terms is written in that field)
+AFFINITY_FIELDS = [
+    ("nodeAffinity", REQ, NODE_TERM_A, NODE_TERM_B, lambda terms: {"nodeSelectorTerms": terms}),
+    ("nodeAffinity", PREF, {"weight": 1, "preference": NODE_TERM_A}, {"weight": 2, "preference": NODE_TERM_B},
+     lambda terms: terms),
+    ("podAffinity", REQ, POD_TERM_A, POD_TERM_B, lambda terms: terms),
+    ("podAffinity", PREF, {"weight": 1, "podAffinityTerm": POD_TERM_A}, {"weight": 2, "podAffinityTerm": POD_TERM_B},
+     lambda terms: terms),
+    ("podAntiAffinity", REQ, POD_TERM_A, POD_TERM_B, lambda terms: terms),
+    ("podAntiAffinity", PREF, {"weight": 1, "podAffinityTerm": POD_TERM_A},
+     {"weight": 2, "podAffinityTerm": POD_TERM_B}, lambda terms: terms),
+]
+# Another sub-affinity the object already has, which the policy must leave alone.
+OTHER_NODE = {"nodeAffinity": {PREF: [{"weight": 9, "preference": NODE_TERM_B}]}}
+OTHER_POD = {"podAffinity": {PREF: [{"weight": 9, "podAffinityTerm": {**POD_TERM_A, "topologyKey": "rack"}}]}}
+
+
+@pytest.mark.parametrize(("sub", "field", "a", "b", "wrap"), AFFINITY_FIELDS,
+                         ids=[f"{s}-{f[:3]}" for s, f, *_ in AFFINITY_FIELDS])
+def test_affinity_add_replace_remove_per_field(sub: str, field: str, a: Obj, b: Obj, wrap: Any) -> None:
+    def affinity(operation: str, policy_terms: list[Obj], current: Obj | None) -> Obj | None:
+        spec = {"containers": [{"name": "c"}], **({"affinity": current} if current is not None else {})}
+        got = _mutated({"type": "affinity", "operation": operation, "affinity": {sub: {field: wrap(policy_terms)}}},
+                       _pod(spec))["spec"]
+        return got.get("affinity")
+
+    current = {sub: {field: wrap([a])}}
+    assert affinity("add", [a, b], None) == {sub: {field: wrap([a, b])}}
+    assert affinity("add", [b, a, b], current) == {sub: {field: wrap([a, b])}}  # no duplicates
+    other = OTHER_POD if sub == "nodeAffinity" else OTHER_NODE
+    assert affinity("add", [b], {**other, **current}) == {**other, sub: {field: wrap([a, b])}}
+    assert affinity("remove", [a], {**other, **current}) == other
+    assert affinity("replace", [b], current) == {sub: {field: wrap([b])}}
+    assert affinity("replace", [b], None) == {sub: {field: wrap([b])}}
+    assert affinity("remove", [a], {sub: {field: wrap([a, b])}}) == {sub: {field: wrap([b])}}
+    assert affinity("remove", [a], current) is None  # nothing left: the field goes
+    assert affinity("remove", [b], current) == current  # absent term: no change, no error
+    assert affinity("remove", [a], None) is None
+
+
+def test_affinity_remove_without_affinity_changes_nothing() -> None:
+    # Regression: the rendered program used to add `affinity: {}`.
+    spec = {"containers": [{"name": "c"}]}
+    template = {"type": "affinity", "operation": "remove", "affinity": {"nodeAffinity": {PREF: [
+        {"weight": 1, "preference": NODE_TERM_A}]}}}
+    assert _mutated(template, _pod(spec))["spec"] == spec
+    spec_null = {"containers": [{"name": "c"}], "affinity": {"nodeAffinity": None}}
+    # Regression: a null sub-affinity crashed the helper.
+    assert _mutated({**template, "operation": "add"}, _pod(spec_null))["spec"]["affinity"] == template["affinity"]

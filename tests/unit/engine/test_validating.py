@@ -140,6 +140,17 @@ def test_in_and_regex_with_a_current_value_ref() -> None:
     assert rejects(condition("Regex", "/metadata/name", valueRef={"from": "current", "path": "/spec/pattern"}), obj)
 
 
+@pytest.mark.xfail(strict=True, reason="builtins.loose_in iterates a string right operand character by "
+                   "character, so 'a' is 'In' the referenced string 'abc' (engine/evaluation/builtins.py)")
+def test_in_with_a_value_ref_holding_a_string_is_not_character_membership() -> None:
+    obj = copy.deepcopy(DEPLOY)
+    obj["spec"]["allowed"] = "xaliceybob"
+    rule = condition("In", "/metadata/annotations/owner", valueRef={"from": "current", "path": "/spec/allowed"})
+    obj["metadata"]["annotations"]["owner"] = "a"
+    verdict = run(cvp("p", rule), obj)
+    assert verdict.message != "ClusterValidatePolicy p: denied by condition"
+
+
 def test_absent_value_ref_never_rejects() -> None:
     for cond in ("Equal", "NotEqual", "Gt", "Lt", "In", "NotIn"):
         assert not rejects(condition(cond, valueRef={"from": "current", "path": "/spec/nothing"}))

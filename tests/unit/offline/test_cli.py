@@ -1,0 +1,307 @@
+"""The offline commands through ``kinitiras_py.cli.main.main``: output and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kinitiras_py.cli.main import main
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+EXAMPLES = DATA / "examples"
+CASES = DATA / "cases"
+INVALID = sorted((DATA / "invalid").glob("*.yaml"))
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web-1
+  namespace: team-a
+  labels:
+    app: web
+spec:
+  containers:
+    - name: app
+      image: nginx:1.27
+"""
+
+NAMESPACE_LABEL_POLICY = """\
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata:
+  name: team-from-namespace
+spec:
+  resourceSelectors:
+    - apiVersion: v1
+      kind: Pod
+  overrideRules:
+    - targetOperations: [CREATE]
+      overriders:
+        template:
+          type: labels
+          operation: add
+          path: team
+          valueRef:
+            from: k8s
+            path: /metadata/labels/team
+            k8s:
+              apiVersion: v1
+              kind: Namespace
+              name: "{{metadata.namespace}}"
+"""
+
+NAMESPACE = """\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: team-a
+  labels:
+    team: payments
+"""
+
+
+# -- render -----------------------------------------------------------------------------------------
+
+
+def test_render_prints_rendered_cel_for_each_templated_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "render", EXAMPLES / "templates" / "override-anno.yaml")
+    assert code == 0
+    (policy,) = yaml.safe_load_all(out)
+    rules = policy["spec"]["overrideRules"]
+    assert len(rules) == 6
+    for rule in rules:
+        assert "patch." in rule["overriders"]["renderedCel"]
+    assert "renderedCel: |" in out  # multi-line CEL printed as a readable block
+
+
+def test_render_validate_policy_sets_rendered_cel_on_the_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "render", EXAMPLES / "templates" / "validate-multi.yaml")
+    assert code == 0
+    (policy,) = yaml.safe_load_all(out)
+    assert all("cel.bind(d," in rule["renderedCel"] for rule in policy["spec"]["validateRules"])
+
+
+def test_render_cel_only_names_each_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "render", "--cel", EXAMPLES / "templates" / "override-labels.yaml")
+    assert code == 0
+    headers = [line for line in out.splitlines() if line.startswith("// OverridePolicy")]
+    assert headers == [f"// OverridePolicy default/override-labels-op-template: "
+                       f"spec.overrideRules[{i}].overriders.renderedCel" for i in range(3)]
+
+
+def test_render_without_templates_prints_the_policy_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "render", EXAMPLES / "addanno-op.yaml")
+    assert code == 0
+    assert yaml.safe_load(out) == yaml.safe_load((EXAMPLES / "addanno-op.yaml").read_text())
+
+
+@pytest.mark.parametrize("path", INVALID, ids=[p.stem for p in INVALID])
+def test_render_malformed_policy_exits_2_naming_the_field(capsys: pytest.CaptureFixture[str], path: Path) -> None:
+    wanted = path.read_text().splitlines()[0].removeprefix("# must-name: ").strip()
+    code, out, err = run(capsys, "render", path)
+    assert code == 2
+    assert out == ""
+    assert wanted in err and err.startswith("error: invalid policy:")
+
+
+def test_render_missing_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "render", tmp_path / "nope.yaml")
+    assert code == 2
+    assert "nope.yaml" in err
+
+
+# -- apply ------------------------------------------------------------------------------------------
+
+
+def test_apply_allowed_mutation_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    case = CASES / "override-resourcesoversell"
+    code, out, _ = run(capsys, "apply", "--policy", EXAMPLES / "templates" / "override-resourcesoversell.yaml",
+                       "--resource", case / "deployment.yaml")
+    assert code == 0
+    result = yaml.safe_load(out)
+    assert result["allowed"] is True
+    assert result["object"] == yaml.safe_load((case / "expected" / "deployment.yaml").read_text())
+    assert {op["op"] for op in result["patch"]} <= {"add", "replace"} and result["patch"]
+
+
+def test_apply_json_prints_exactly_the_result_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "apply", "--policy", EXAMPLES / "addanno-op.yaml",
+                       "--resource", CASES / "addanno-op" / "pod-annotated.yaml", "-o", "json")
+    assert code == 0
+    result = json.loads(out)
+    assert list(result) == ["allowed", "message", "warnings", "patch", "object"]
+    assert result["patch"] == [{"op": "add", "path": "/metadata/annotations/added-by", "value": "op"}]
+    assert result["message"] == "" and result["warnings"] == []
+
+
+def test_apply_denied_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    case = CASES / "validate-multi"
+    code, out, _ = run(capsys, "apply", "--policy", EXAMPLES / "templates" / "validate-multi.yaml",
+                       "--resource", case / "namespaces" / "team-a.yaml", "--operation", "DELETE",
+                       "--context", case / "approver.yaml", "-o", "json")
+    assert code == 1
+    result = json.loads(out)
+    assert result["allowed"] is False
+    assert result["message"] == "ClusterValidatePolicy test-multi-validate: cannot delete this ns"
+    assert result["patch"] == []
+
+
+def test_apply_delete_with_a_validate_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    case = CASES / "deletens-cvp"
+    args = ("apply", "--policy", case / "test-delete-ns-cel.yaml", "--resource", case / "ns-labelled.yaml")
+    code, out, _ = run(capsys, *args, "--operation", "DELETE", "-o", "json")
+    assert code == 1
+    assert "operation rejected" in json.loads(out)["message"]
+    code, out, _ = run(capsys, *args, "-o", "json")  # CREATE is not a target operation
+    assert code == 0 and json.loads(out)["allowed"] is True
+
+
+def test_apply_http_reference_answered_by_context(capsys: pytest.CaptureFixture[str]) -> None:
+    case = CASES / "validate-multi"
+    args = ("apply", "--policy", EXAMPLES / "templates" / "validate-multi.yaml", "--operation", "DELETE")
+    code, out, _ = run(capsys, *args, "--resource", case / "namespaces" / "frozen.yaml",
+                       "--context", case / "approver.yaml", "-o", "json")
+    assert code == 1 and "api reject deletion" in json.loads(out)["message"]
+    code, out, _ = run(capsys, *args, "--resource", case / "namespaces" / "frozen.yaml", "-o", "json")
+    assert code == 1
+    assert "no HTTPResponse given in --context for GET" in json.loads(out)["message"]
+
+
+def test_apply_context_supplies_owner_and_k8s_objects(capsys: pytest.CaptureFixture[str]) -> None:
+    case = CASES / "override-anno"
+    args = ("apply", "--policy", EXAMPLES / "templates" / "override-anno.yaml", "--resource", case / "pod.yaml",
+            "--operation", "UPDATE", "--old-resource", case / "pod.yaml", "-o", "json")
+    code, out, _ = run(capsys, *args, "--context", case / "context.yaml")
+    assert code == 0
+    annotations = json.loads(out)["object"]["metadata"]["annotations"]
+    assert annotations["deployment-name"] == "web" and annotations["deployment-name-2"] == "web"
+    code, out, _ = run(capsys, *args)  # no context: the owner cannot be found
+    assert code == 1
+    assert "ReplicaSet default/web-7d9f6 not found" in json.loads(out)["message"]
+
+
+def test_apply_context_supplies_the_namespace_object(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    policy = write(tmp_path / "policy.yaml", NAMESPACE_LABEL_POLICY)
+    pod = write(tmp_path / "pod.yaml", POD)
+    namespace = write(tmp_path / "namespace.yaml", NAMESPACE)
+    code, out, _ = run(capsys, "apply", "--policy", policy, "--resource", pod, "--context", namespace, "-o", "json")
+    assert code == 0
+    assert json.loads(out)["patch"] == [{"op": "add", "path": "/metadata/labels/team", "value": "payments"}]
+
+
+def test_apply_yaml_output_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "apply", "--policy", EXAMPLES / "addanno-op.yaml",
+                       "--resource", CASES / "addanno-op" / "pod-team-a.yaml")
+    assert code == 0
+    assert yaml.safe_load(out) == {"allowed": True, "message": "", "warnings": [], "patch": [],
+                                   "object": yaml.safe_load((CASES / "addanno-op" / "pod-team-a.yaml").read_text())}
+
+
+def test_apply_missing_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = run(capsys, "apply", "--policy", EXAMPLES / "addanno-op.yaml",
+                         "--resource", tmp_path / "missing.yaml")
+    assert (code, out) == (2, "")
+    assert "missing.yaml" in err and "No such file" in err
+
+
+def test_apply_bad_yaml_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = write(tmp_path / "bad.yaml", "kind: Pod\nmetadata: {name: [unclosed\n")
+    code, _, err = run(capsys, "apply", "--policy", EXAMPLES / "addanno-op.yaml", "--resource", bad)
+    assert code == 2
+    assert "not valid YAML" in err
+
+
+def test_apply_invalid_policy_exits_2_naming_the_field(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "apply", "--policy", DATA / "invalid" / "bad-operation.yaml",
+                         "--resource", CASES / "addanno-op" / "pod-bare.yaml")
+    assert (code, out) == (2, "")
+    assert "spec.overrideRules[0].overriders.plaintext[0].op" in err
+
+
+def test_apply_update_without_old_resource_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "apply", "--policy", EXAMPLES / "templates" / "override-labels.yaml",
+                       "--resource", CASES / "override-labels" / "pod.yaml", "--operation", "UPDATE")
+    assert code == 2
+    assert "--old-resource" in err
+
+
+def test_apply_resource_that_is_not_an_object_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    resource = write(tmp_path / "r.yaml", "metadata: {name: x}\n")
+    code, _, err = run(capsys, "apply", "--policy", EXAMPLES / "addanno-op.yaml", "--resource", resource)
+    assert code == 2
+    assert "not a Kubernetes object (no apiVersion)" in err
+
+
+def test_apply_unknown_operation_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["apply", "--policy", "p.yaml", "--resource", "r.yaml", "--operation", "PATCH"])
+    assert exc.value.code == 2
+    capsys.readouterr()
+
+
+# -- test -------------------------------------------------------------------------------------------
+
+
+def _case_dir(root: Path, expected_label: str) -> Path:
+    root.mkdir()
+    write(root / "pod.yaml", POD)
+    write(root / "expected.yaml", POD.replace("    app: web\n", f"    app: web\n    team: {expected_label}\n"))
+    write(root / "namespace.yaml", NAMESPACE)
+    write(root / "policy.yaml", NAMESPACE_LABEL_POLICY)
+    write(root / "kinitiras-test.yaml", """\
+name: team label
+policies: [policy.yaml]
+context: [namespace.yaml]
+cases:
+  - name: the team label comes from the namespace
+    resource: pod.yaml
+    expect:
+      allowed: true
+      object: expected.yaml
+""")
+    return root
+
+
+def test_test_command_passes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "test", _case_dir(tmp_path / "ok", "payments"))
+    assert code == 0
+    assert out.splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_test_command_prints_a_unified_diff_on_failure(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "test", _case_dir(tmp_path / "bad", "search"))
+    assert code == 1
+    lines = [line.strip() for line in out.splitlines()]
+    assert any(line.startswith("FAIL") and "the team label comes from the namespace" in line for line in lines)
+    assert "--- expected (expected.yaml)" in lines and "+++ got" in lines
+    assert "-team: search" in lines and "+team: payments" in lines
+    assert any(line.startswith("@@") for line in lines)
+    assert lines[-1] == "0 passed, 1 failed"
+
+
+def test_test_command_on_a_missing_dir_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "test", tmp_path / "none")
+    assert code == 2
+    assert "no such file or directory" in err
+
+
+def test_test_command_runs_the_acceptance_cases(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "test", CASES / "override-tolerations")
+    assert code == 0
+    assert out.splitlines()[-1].endswith("passed, 0 failed")
