@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## install the package, test tools, Debian packages and the cached Kubernetes build
 
 demo: install ## bring up the local control plane with the policies of the demo
-	$(PYTHON) -m kinitiras_py dev up
+	PYTHON=$(PYTHON) bash hack/demo.sh
 
 demo-down: ## stop the demo
 	$(PYTHON) -m kinitiras_py dev down

@@ -177,10 +177,7 @@ def _compile_cel(source: str, path: str) -> cel.Program:
 
 def result_type(program: cel.Program) -> str:
     """The static result type the CEL checker gives ``program`` (``BOOL``, ``LIST<DYN>``, ``DYN``)."""
-    try:
-        return str(program._expression.return_type().name())
-    except AttributeError:  # another CEL binding: no static type, decide at run time
-        return "DYN"
+    return program.result_type
 
 
 def _user_cel(source: str, path: str, wanted: tuple[str, ...], what: str) -> cel.Program:

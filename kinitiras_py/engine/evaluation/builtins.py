@@ -124,7 +124,7 @@ def tolerations_replace(current: list[Obj] | None, wanted: list[Obj]) -> list[Ob
 
     wanted_slots = {slot(t) for t in wanted}
     kept = [copy.deepcopy(t) for t in current or [] if slot(t) not in wanted_slots]
-    return kept + tolerations_add([], wanted)
+    return tolerations_add([], wanted) + kept
 
 
 def tolerations_remove(current: list[Obj] | None, unwanted: list[Obj]) -> list[Obj]:

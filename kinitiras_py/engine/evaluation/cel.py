@@ -320,6 +320,11 @@ class Program:
     source: str
     _expression: Any = field(repr=False)
 
+    @property
+    def result_type(self) -> str:
+        """The checker's static result type: ``BOOL``, ``LIST<DYN>``, ``DYN``..."""
+        return str(self._expression.return_type().name())
+
     def evaluate(self, variables: Mapping[str, JSON]) -> JSON:
         """Evaluate with ``variables`` (names from :data:`VARIABLES`; missing ones are null).
 

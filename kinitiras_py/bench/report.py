@@ -1,0 +1,46 @@
+"""Print benchmark results as small fixed-width tables (or JSON)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from kinitiras_py.bench.runner import Stats
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(lines)
+
+
+def index_table(stats: Sequence[Stats]) -> str:
+    """One row per policy count, one matching policy each, and the largest:smallest median ratio."""
+    rows = [(str(s.policies), str(s.matching), str(s.requests), _ms(s.median), _ms(s.p90), _ms(s.p99),
+             f"{s.ops_per_second:.0f}", f"{s.compile_seconds:.2f}") for s in stats]
+    text = _table(("policies", "matching", "requests", "median ms", "p90 ms", "p99 ms", "ops/s", "compile s"), rows)
+    if len(stats) > 1 and stats[0].median:
+        first, last = stats[0], stats[-1]
+        text += f"\nratio {last.policies}:{first.policies} (median): {last.median / first.median:.2f}x"
+    return text
+
+
+def all_match_table(stats: Sequence[Stats]) -> str:
+    """One row per policy count where every policy matches, with the cost per matching policy."""
+    rows = [(str(s.policies), str(s.requests), _ms(s.median), _ms(s.p90), _ms(s.median / s.policies),
+             f"{s.ops_per_second:.0f}") for s in stats]
+    return _table(("policies", "requests", "median ms", "p90 ms", "ms/policy", "ops/s"), rows)
+
+
+def as_json(index: Sequence[Stats], all_match: Sequence[Stats]) -> dict[str, Any]:
+    """Both runs as plain data (durations in seconds)."""
+    def row(s: Stats) -> dict[str, Any]:
+        return {**asdict(s), "ops_per_second": s.ops_per_second}
+
+    return {"one_matching": [row(s) for s in index], "all_matching": [row(s) for s in all_match]}

@@ -1,0 +1,94 @@
+"""The benchmark's inputs: one Pod, the policy that matches it, and policies that do not.
+
+The non-matching ("filler") policies are spread over the ways a policy can miss a Pod, so the
+policy index is what keeps them off the request path: OverridePolicies for Pods in other
+namespaces, ClusterOverridePolicies for other kinds, ClusterValidatePolicies for other kinds.
+"""
+
+from __future__ import annotations
+
+from kinitiras_py.base.typedefs import Obj
+
+API_VERSION = "policy.kcloudlabs.io/v1alpha1"
+NAMESPACE = "bench"
+OTHER_KINDS = (("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("v1", "ConfigMap"), ("v1", "Service"),
+               ("batch/v1", "Job"), ("v1", "Secret"), ("networking.k8s.io/v1", "Ingress"))
+
+
+def pod() -> Obj:
+    """A Pod like a Deployment would create: two containers with limits, labels, annotations."""
+    containers = [
+        {"name": name, "image": f"registry.example.com/{name}:1.4.2",
+         "ports": [{"containerPort": port, "protocol": "TCP"}],
+         "env": [{"name": f"VAR_{i}", "value": f"value-{i}"} for i in range(8)],
+         "resources": {"limits": {"cpu": cpu, "memory": memory}, "requests": {"cpu": cpu, "memory": memory}}}
+        for name, port, cpu, memory in (("app", 8080, "2", "4Gi"), ("proxy", 15001, "500m", "256Mi"))
+    ]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "web-5d8f7c9b4-x2k7q", "namespace": NAMESPACE, "generateName": "web-5d8f7c9b4-",
+            "labels": {"app": "web", "pod-template-hash": "5d8f7c9b4", "tier": "frontend"},
+            "annotations": {f"example.com/note-{i}": f"note {i}" for i in range(4)},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f7c9b4",
+                                 "uid": "0b7a0e3c-1b1e-4e7f-9a55-4a3c2f8d0001", "controller": True}],
+        },
+        "spec": {"containers": containers, "restartPolicy": "Always", "serviceAccountName": "web",
+                 "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                  "effect": "NoExecute", "tolerationSeconds": 300}]},
+    }
+
+
+def matching_policy(index: int = 0, namespace: str = NAMESPACE) -> Obj:
+    """An OverridePolicy for the benchmark Pod: oversell its requests and add one label."""
+    return {
+        "apiVersion": API_VERSION, "kind": "OverridePolicy",
+        "metadata": {"name": f"oversell-{index:04d}", "namespace": namespace},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod", "labelSelector": {"matchLabels": {"app": "web"}}}],
+            "overrideRules": [
+                {"targetOperations": ["CREATE"], "overriders": {"template": {
+                    "type": "resourcesOversell", "operation": "replace",
+                    "resourcesOversell": {"cpuFactor": "0.5", "memoryFactor": "0.25"}}}},
+                {"targetOperations": ["CREATE"], "overriders": {"template": {
+                    "type": "labels", "operation": "add", "path": f"bench.example.com/policy-{index:04d}",
+                    "value": {"string": "applied"}}}},
+            ],
+        },
+    }
+
+
+def _labels_rule() -> Obj:
+    return {"targetOperations": ["CREATE", "UPDATE"], "overriders": {"template": {
+        "type": "labels", "operation": "add", "path": "team", "value": {"string": "platform"}}}}
+
+
+def filler_policy(index: int) -> Obj:
+    """A policy that can never match the benchmark Pod (another namespace, or another kind)."""
+    api_version, kind = OTHER_KINDS[index % len(OTHER_KINDS)]
+    name = f"filler-{index:04d}"
+    variant = index % 3
+    if variant == 0:
+        return {"apiVersion": API_VERSION, "kind": "OverridePolicy",
+                "metadata": {"name": name, "namespace": f"team-{index:04d}"},
+                "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                         "overrideRules": [_labels_rule()]}}
+    if variant == 1:
+        return {"apiVersion": API_VERSION, "kind": "ClusterOverridePolicy", "metadata": {"name": name},
+                "spec": {"resourceSelectors": [{"apiVersion": api_version, "kind": kind}],
+                         "overrideRules": [_labels_rule()]}}
+    return {"apiVersion": API_VERSION, "kind": "ClusterValidatePolicy", "metadata": {"name": name},
+            "spec": {"resourceSelectors": [{"apiVersion": api_version, "kind": kind}],
+                     "validateRules": [{"targetOperations": ["CREATE"], "template": {"type": "condition", "condition": {
+                         "cond": "NotExist", "dataRef": {"from": "current", "path": "/metadata/labels/team"},
+                         "message": "a team label is required"}}}]}}
+
+
+def one_matching(total: int) -> list[Obj]:
+    """``total`` policies: one matching the Pod, ``total - 1`` fillers."""
+    return [matching_policy(0), *(filler_policy(i) for i in range(1, total))]
+
+
+def all_matching(total: int) -> list[Obj]:
+    """``total`` policies that all match the Pod, each adding its own label."""
+    return [matching_policy(i) for i in range(total)]

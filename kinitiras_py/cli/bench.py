@@ -1,0 +1,77 @@
+"""``kinitiras-py bench``: engine time per admission request for growing policy sets."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+
+import orjson
+
+from kinitiras_py import __version__
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated counts, e.g. 1,100,1000; got {text!r}") from None
+    if not sizes or any(n < 1 for n in sizes):
+        raise argparse.ArgumentTypeError(f"counts must be at least 1; got {text!r}")
+    return sizes
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``bench`` command."""
+    p = sub.add_parser(
+        "bench", help="time the engine per admission request for 1, 100, 1000 policies",
+        description="Time Pipeline.admit (selection, references, mutation, validation, patch) on one Pod, "
+                    "request after request on one core. Run 1: one policy matches the Pod (resourcesOversell + "
+                    "labels) and the rest target other kinds or namespaces, which the policy index skips. "
+                    "Run 2: every policy matches, giving the cost per matching policy.")
+    p.add_argument("--policies", type=_sizes, default=[1, 100, 1000], metavar="N,N,...",
+                   help="policy counts of run 1 (default 1,100,1000)")
+    p.add_argument("--requests", type=_positive, default=2000, help="timed requests per count (default 2000)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed requests first (default requests/10)")
+    p.add_argument("--all-match", type=_sizes, default=None, metavar="N,N,...",
+                   help="policy counts of run 2 (default: those of --policies up to 100)")
+    p.add_argument("--all-match-requests", type=_positive, default=None,
+                   help="timed requests per count in run 2 (default requests/10, at least 20)")
+    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.set_defaults(handler=_bench)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from kinitiras_py.bench import report, runner, workload
+
+    warmup = args.warmup if args.warmup is not None else max(1, args.requests // 10)
+    all_sizes = args.all_match or [n for n in args.policies if n <= 100] or [min(args.policies)]
+    all_requests = args.all_match_requests or max(20, args.requests // 10)
+    pod = workload.pod()
+    table = args.output == "table"
+    if table:
+        print(f"kinitiras-py {__version__} bench: Python {platform.python_version()} on {platform.machine()}; "
+              f"one request at a time, times per request (Pipeline.admit)")
+        print(f"\nrun 1: one matching OverridePolicy (resourcesOversell + labels), the rest for other "
+              f"kinds/namespaces; {args.requests} requests after {warmup} warm-up", flush=True)
+    index = []
+    for n in args.policies:
+        index.append(runner.run(workload.one_matching(n), pod, 1, args.requests, warmup))
+    if table:
+        print(report.index_table(index))
+        print(f"\nrun 2: every policy matches; {all_requests} requests after {max(1, all_requests // 10)} warm-up",
+              flush=True)
+    all_match = [runner.run(workload.all_matching(n), pod, n, all_requests, max(1, all_requests // 10))
+                 for n in all_sizes]
+    if table:
+        print(report.all_match_table(all_match))
+    else:
+        sys.stdout.write(orjson.dumps(report.as_json(index, all_match), option=orjson.OPT_INDENT_2).decode() + "\n")
+    return 0
