@@ -72,8 +72,8 @@ SECTIONS = (
             "`containerNames` narrows the containers. Quantities are written in canonical form, never rounded."),
     Section("resourcesOversell", "override-resourcesoversell",
             ("every container's requests are derived from its own limits",),
-            "Derives each container's requests from its own limits: cpu × `cpuFactor` (rounded down to a "
-            "millicore), memory × `memoryFactor` and ephemeral-storage × `diskFactor` (rounded down to a "
+            "Derives each container's requests from its own limits: cpu times `cpuFactor` (rounded down to a "
+            "millicore), memory times `memoryFactor` and ephemeral-storage times `diskFactor` (rounded down to a "
             "byte). Factors must be greater than 0 and at most 1. A resource without a limit keeps its "
             "request. `remove` deletes the requests the factors would set."),
     Section("tolerations", "override-tolerations",
@@ -267,7 +267,7 @@ def section(sec: Section) -> str:
             out.append(spec.description + "\n")
         out.append(f"Before (`{rel(spec.resource)}`):\n")
         out.append(_block("yaml", spec.resource.read_text()))
-        code, result = run_cli(_apply_args(spec, relative=False) + ["-o", "json"])
+        code, result = run_cli([*_apply_args(spec, relative=False), "-o", "json"])
         decision = json.loads(result)
         verdict = {k: decision[k] for k in ("allowed", "message", "warnings")}
         out.append("Result (`kinitiras-py " + " ".join(_apply_args(spec, relative=True)) + f"`, exit {code}):\n")

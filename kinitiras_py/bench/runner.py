@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -38,7 +39,7 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float:
     """Nearest-rank percentile of already sorted values."""
     if not sorted_values:
         return 0.0
-    rank = max(1, round(fraction * len(sorted_values) + 0.5))
+    rank = max(1, math.ceil(fraction * len(sorted_values) - 1e-9))
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
@@ -49,10 +50,7 @@ def prepare(policies: Sequence[Obj]) -> tuple[Pipeline, float]:
     return pipeline, time.perf_counter() - start
 
 
-async def _time_requests(pipeline: Pipeline, request: Request, count: int, warmup: int) -> list[float]:
-    for _ in range(warmup):
-        await pipeline.admit(request)
-    gc.collect()
+async def _time_requests(pipeline: Pipeline, request: Request, count: int) -> list[float]:
     durations = []
     clock = time.perf_counter
     for _ in range(count):
@@ -60,6 +58,11 @@ async def _time_requests(pipeline: Pipeline, request: Request, count: int, warmu
         await pipeline.admit(request)
         durations.append(clock() - start)
     return durations
+
+
+def _request(pod: Obj) -> Request:
+    return Request(operation="CREATE", object=pod, namespace=str(pod["metadata"].get("namespace") or ""),
+                   user_info={"username": "bench"})
 
 
 def check(pipeline: Pipeline, request: Request, matching: int) -> None:
@@ -71,14 +74,48 @@ def check(pipeline: Pipeline, request: Request, matching: int) -> None:
                            f"{len(labels)} of {matching} matching policies applied")
 
 
-def run(policies: Sequence[Obj], pod: Obj, matching: int, requests: int, warmup: int) -> Stats:
-    """Compile ``policies``, check the setup, then time ``requests`` CREATE admissions of ``pod``."""
-    pipeline, compile_seconds = prepare(policies)
-    request = Request(operation="CREATE", object=pod, namespace=str(pod["metadata"].get("namespace") or ""),
-                      user_info={"username": "bench"})
-    check(pipeline, request, matching)
-    durations = asyncio.run(_time_requests(pipeline, request, requests, warmup))
+@dataclass(frozen=True)
+class Setup:
+    """One policy set to time: the policies and how many of them match the Pod."""
+
+    policies: Sequence[Obj]
+    matching: int
+
+
+def _stats(setup: Setup, compile_seconds: float, durations: list[float]) -> Stats:
     ordered = sorted(durations)
-    return Stats(policies=len(policies), matching=matching, requests=requests, compile_seconds=compile_seconds,
-                 median=statistics.median(ordered), p90=percentile(ordered, 0.90), p99=percentile(ordered, 0.99),
-                 mean=statistics.fmean(ordered), total=sum(ordered))
+    return Stats(policies=len(setup.policies), matching=setup.matching, requests=len(ordered),
+                 compile_seconds=compile_seconds, median=statistics.median(ordered),
+                 p90=percentile(ordered, 0.90), p99=percentile(ordered, 0.99), mean=statistics.fmean(ordered),
+                 total=sum(ordered))
+
+
+def run(setups: Sequence[Setup], pod: Obj, requests: int, warmup: int, rounds: int = 10) -> list[Stats]:
+    """Time ``requests`` CREATE admissions of ``pod`` for each setup.
+
+    Every setup is compiled and checked first; then the timed requests are taken in ``rounds``
+    interleaved batches (setup A, B, C, A, B, C, ...), so that drift in machine load or CPU
+    clock affects all setups alike instead of whichever happened to run last.
+    """
+    request = _request(pod)
+    prepared = []
+    for setup in setups:
+        pipeline, seconds = prepare(setup.policies)
+        check(pipeline, request, setup.matching)
+        prepared.append((pipeline, seconds))
+
+    async def timed() -> list[list[float]]:
+        for pipeline, _ in prepared:
+            await _time_requests(pipeline, request, warmup)
+        gc.collect()
+        durations: list[list[float]] = [[] for _ in prepared]
+        rounds_ = max(1, min(rounds, requests))
+        for r in range(rounds_):
+            batch = requests // rounds_ + (1 if r < requests % rounds_ else 0)
+            for i, (pipeline, _) in enumerate(prepared):
+                durations[i] += await _time_requests(pipeline, request, batch)
+        return durations
+
+    results = asyncio.run(timed())
+    return [_stats(setup, seconds, durations)
+            for setup, (_, seconds), durations in zip(setups, prepared, results, strict=True)]

@@ -45,7 +45,8 @@ def matching_policy(index: int = 0, namespace: str = NAMESPACE) -> Obj:
         "apiVersion": API_VERSION, "kind": "OverridePolicy",
         "metadata": {"name": f"oversell-{index:04d}", "namespace": namespace},
         "spec": {
-            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod", "labelSelector": {"matchLabels": {"app": "web"}}}],
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod",
+                                   "labelSelector": {"matchLabels": {"app": "web"}}}],
             "overrideRules": [
                 {"targetOperations": ["CREATE"], "overriders": {"template": {
                     "type": "resourcesOversell", "operation": "replace",

@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all-match", type=_sizes, default=None, metavar="N,N,...",
                    help="policy counts of run 2 (default: those of --policies up to 100)")
     p.add_argument("--all-match-requests", type=_positive, default=None,
-                   help="timed requests per count in run 2 (default requests/10, at least 20)")
+                   help="timed requests per count in run 2 (default requests/20, at least 20)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(handler=_bench)
 
@@ -53,23 +53,22 @@ def _bench(args: argparse.Namespace) -> int:
 
     warmup = args.warmup if args.warmup is not None else max(1, args.requests // 10)
     all_sizes = args.all_match or [n for n in args.policies if n <= 100] or [min(args.policies)]
-    all_requests = args.all_match_requests or max(20, args.requests // 10)
+    all_requests = args.all_match_requests or max(20, args.requests // 20)
     pod = workload.pod()
     table = args.output == "table"
     if table:
         print(f"kinitiras-py {__version__} bench: Python {platform.python_version()} on {platform.machine()}; "
-              f"one request at a time, times per request (Pipeline.admit)")
+              f"one request at a time, times per request (Pipeline.admit); batches of the sizes interleaved")
         print(f"\nrun 1: one matching OverridePolicy (resourcesOversell + labels), the rest for other "
               f"kinds/namespaces; {args.requests} requests after {warmup} warm-up", flush=True)
-    index = []
-    for n in args.policies:
-        index.append(runner.run(workload.one_matching(n), pod, 1, args.requests, warmup))
+    index = runner.run([runner.Setup(workload.one_matching(n), 1) for n in args.policies], pod,
+                       args.requests, warmup)
     if table:
         print(report.index_table(index))
         print(f"\nrun 2: every policy matches; {all_requests} requests after {max(1, all_requests // 10)} warm-up",
               flush=True)
-    all_match = [runner.run(workload.all_matching(n), pod, n, all_requests, max(1, all_requests // 10))
-                 for n in all_sizes]
+    all_match = runner.run([runner.Setup(workload.all_matching(n), n) for n in all_sizes], pod, all_requests,
+                           max(1, all_requests // 10))
     if table:
         print(report.all_match_table(all_match))
     else:

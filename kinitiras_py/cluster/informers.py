@@ -24,7 +24,7 @@ from kinitiras_py.cluster.client import Api, ApiException, Resource
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AddHandler", "DeleteHandler", "Gone", "Informer", "UpdateHandler"]
+__all__ = ["AddHandler", "DeleteHandler", "Gone", "Informer", "UpdateHandler", "slim"]
 
 AddHandler = Callable[[Obj], Awaitable[None]]
 UpdateHandler = Callable[[Obj, Obj], Awaitable[None]]
@@ -39,6 +39,14 @@ RETRYABLE = (ApiException, aiohttp.ClientError, TimeoutError, OSError, ValueErro
 
 class Gone(Exception):
     """The watch's resourceVersion is too old (HTTP 410 or an ERROR event with code 410): list again."""
+
+
+def slim(obj: Obj) -> Obj:
+    """Drop ``metadata.managedFields`` (often most of an object, never read by policies) in place."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 def _key(obj: Obj) -> tuple[str, str]:
@@ -56,12 +64,13 @@ class Informer:
     Register handlers with ``on_add``/``on_update``/``on_delete`` before ``start()``. Handlers run
     one at a time, in event order, after the cache reflects the event; an exception in a handler is
     logged and does not stop the informer. ``synced`` is set once the first list has been applied
-    (handlers included). Objects in the cache are shared: treat them as read-only.
+    (handlers included). Objects in the cache are shared: treat them as read-only; their
+    ``metadata.managedFields`` are dropped unless ``keep_managed_fields`` is set.
     """
 
     def __init__(self, client: Any, resource: Resource, namespace: str | None = None, *,
                  label_selector: str | None = None, page_size: int = 500, watch_timeout: int = 300,
-                 backoff_initial: float = 0.5, backoff_max: float = 30.0) -> None:
+                 backoff_initial: float = 0.5, backoff_max: float = 30.0, keep_managed_fields: bool = False) -> None:
         self.resource = resource
         self.namespace = namespace if resource.namespaced else None
         self.label_selector = label_selector
@@ -69,6 +78,7 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
+        self._slim: Callable[[Obj], Obj] = (lambda obj: obj) if keep_managed_fields else slim
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.relists = 0
@@ -194,7 +204,7 @@ class Informer:
                 # List items carry no apiVersion and kind; watch events and GETs do.
                 obj.setdefault("apiVersion", self.resource.api_version)
                 obj.setdefault("kind", kind)
-                ns, name = _key(obj)
+                ns, name = _key(self._slim(obj))
                 items.setdefault(ns, {})[name] = obj
             meta = doc.get("metadata") or {}
             token = str(meta.get("continue") or "")
@@ -248,7 +258,7 @@ class Informer:
         if kind == "BOOKMARK":
             self.resource_version = version or self.resource_version
             return
-        ns, name = _key(obj)
+        ns, name = _key(self._slim(obj))
         bucket = self._cache.setdefault(ns, {})
         before = bucket.get(name)
         if kind == "DELETED":

@@ -17,7 +17,7 @@ import aiohttp
 
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Api, ApiException, Resource, RestMapper
-from kinitiras_py.cluster.informers import Informer
+from kinitiras_py.cluster.informers import Informer, slim
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,7 @@ class InformerStore:
 
 
 def _typed(obj: Obj, resource: Resource) -> Obj:
+    slim(obj)  # as the informer keeps them
     obj.setdefault("apiVersion", resource.api_version)
     obj.setdefault("kind", resource.kind)
     return obj

@@ -112,10 +112,35 @@ def _add(doc: JSON, tokens: list[str], value: JSON) -> JSON:
             raise PatchError(f"index {i} is out of range for an array of {len(parent)}")
         parent.insert(i, value)
     elif parent is _MISSING:
-        raise PatchError("parent does not exist")
+        _make_parents(doc, tokens[:-1])[last] = value
     else:
         raise PatchError(f"parent is a {type(parent).__name__}, not an object or array")
     return doc
+
+
+def _make_parents(doc: JSON, tokens: list[str]) -> dict[str, JSON]:
+    """Create the missing objects along ``tokens`` and return the innermost one.
+
+    Leniency beyond RFC 6902: adding an annotation to an object without annotations just works
+    (kinitiras denied the request). Only objects are created; a missing array slot is an error.
+    """
+    node = doc
+    for depth, token in enumerate(tokens):
+        if isinstance(node, dict):
+            child = node.get(token, _MISSING)
+            if child is _MISSING or child is None:
+                child = node[token] = {}
+            node = child
+        elif isinstance(node, list):
+            i = _index(token, len(node), allow_end=False)
+            if i >= len(node):
+                raise PatchError(f"parent does not exist: no index {i} at /{'/'.join(tokens[:depth])}")
+            node = node[i]
+        else:
+            raise PatchError(f"parent is a {type(node).__name__}, not an object or array")
+    if not isinstance(node, dict):
+        raise PatchError(f"parent is a {type(node).__name__}, not an object")
+    return node
 
 
 def _remove(doc: JSON, tokens: list[str], strict: bool) -> None:

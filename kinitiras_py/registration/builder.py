@@ -90,3 +90,62 @@ def desired(reg: Registration, ca_bundle: bytes, rules: list[Obj] | None = None)
                   "metadata": {"name": reg.validating_name, "labels": labels},
                   "webhooks": _webhooks(reg, "validating", "/validate", ca_bundle, rules)}
     return mutating, validating
+
+
+# --- comparing with what the cluster holds ---------------------------------------------------
+
+OWNED_FIELDS = ("rules", "clientConfig", "failurePolicy", "namespaceSelector", "objectSelector", "timeoutSeconds",
+                "sideEffects", "reinvocationPolicy", "admissionReviewVersions", "matchPolicy")
+"""The fields of each webhook entry we manage; anything else on the object is left alone."""
+
+
+def _owned_rule(rule: Obj) -> Obj:
+    return {"apiGroups": rule.get("apiGroups") or [], "apiVersions": rule.get("apiVersions") or [],
+            "resources": rule.get("resources") or [], "operations": rule.get("operations") or [],
+            "scope": rule.get("scope") or "*"}
+
+
+def _owned_client(config: Obj) -> Obj:
+    service = config.get("service")
+    owned: Obj = {"caBundle": config.get("caBundle") or "", "url": config.get("url")}
+    if isinstance(service, dict):
+        owned["service"] = {"name": service.get("name"), "namespace": service.get("namespace"),
+                            "path": service.get("path"), "port": service.get("port") or 443}
+    return owned
+
+
+def owned_fields(config: Obj) -> dict[str, Obj]:
+    """The fields we manage of each webhook of a configuration, by webhook name, with the API
+    server's defaults filled in so a configuration read back compares equal to the one sent."""
+    mutating = config.get("kind") == "MutatingWebhookConfiguration"
+    hooks: dict[str, Obj] = {}
+    for hook in config.get("webhooks") or []:
+        if not isinstance(hook, dict):
+            continue
+        hooks[str(hook.get("name"))] = {
+            "rules": [_owned_rule(r) for r in hook.get("rules") or [] if isinstance(r, dict)],
+            "clientConfig": _owned_client(hook.get("clientConfig") or {}),
+            "failurePolicy": hook.get("failurePolicy") or "Fail",
+            "namespaceSelector": hook.get("namespaceSelector") or {},
+            "objectSelector": hook.get("objectSelector") or {},
+            "timeoutSeconds": hook.get("timeoutSeconds") or 10,
+            "sideEffects": hook.get("sideEffects"),
+            "reinvocationPolicy": (hook.get("reinvocationPolicy") or "Never") if mutating else None,
+            "admissionReviewVersions": hook.get("admissionReviewVersions") or [],
+            "matchPolicy": hook.get("matchPolicy") or "Equivalent",
+        }
+    return hooks
+
+
+def differences(current: Obj | None, wanted: Obj) -> list[str]:
+    """What must change for ``current`` (as read from the cluster, None when missing) to be
+    ``wanted``: ``webhook/field`` items, ``+webhook``/``-webhook`` for entries to add or
+    remove; empty when nothing we own differs."""
+    if current is None:
+        return ["(missing)"]
+    have, want = owned_fields(current), owned_fields(wanted)
+    changes = [f"+{name}" for name in want if name not in have] + [f"-{name}" for name in have if name not in want]
+    for name in want:
+        if name in have:
+            changes += [f"{name}/{key}" for key in OWNED_FIELDS if have[name][key] != want[name][key]]
+    return changes

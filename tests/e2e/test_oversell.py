@@ -27,7 +27,10 @@ spec:
   overrideRules:
   - targetOperations: [CREATE, UPDATE]
     overriders:
-      template: {type: resourcesOversell, operation: replace, resourcesOversell: {cpuFactor: "0.5", memoryFactor: "0.25"}}
+      template:
+        type: resourcesOversell
+        operation: replace
+        resourcesOversell: {cpuFactor: "0.5", memoryFactor: "0.25"}
 """
 POD_LABELS = """
 apiVersion: policy.kcloudlabs.io/v1alpha1

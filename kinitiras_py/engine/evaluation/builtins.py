@@ -100,15 +100,28 @@ def replace(base: JSON, base_path: str, key: str, value: JSON) -> Patch:
 # -- tolerations ----------------------------------------------------------------------------------
 
 
+def _field(t: Obj, name: str) -> str:
+    value = t.get(name)
+    return "" if value is None else str(value)  # null and absent are the same in Kubernetes
+
+
 def _toleration_id(t: Obj) -> tuple[str, str, str, str]:
     # An empty operator means Equal in Kubernetes; tolerationSeconds is not part of identity.
-    return (str(t.get("key", "")), str(t.get("operator") or "Equal"), str(t.get("value", "")),
-            str(t.get("effect", "")))
+    return (_field(t, "key"), _field(t, "operator") or "Equal", _field(t, "value"), _field(t, "effect"))
+
+
+def _tolerations(current: JSON) -> list[Obj]:
+    """The current tolerations as a list of objects (null means none); anything else is an error."""
+    if current is None:
+        return []
+    if not isinstance(current, list) or not all(isinstance(t, dict) for t in current):
+        raise ValueError("the pod spec's tolerations must be a list of objects")
+    return current
 
 
 def tolerations_add(current: list[Obj] | None, wanted: list[Obj]) -> list[Obj]:
     """Current tolerations plus each wanted one not already present (by key/operator/value/effect)."""
-    result = [copy.deepcopy(t) for t in current or []]
+    result = [copy.deepcopy(t) for t in _tolerations(current)]
     ids = {_toleration_id(t) for t in result}
     for t in wanted:
         if _toleration_id(t) not in ids:
@@ -118,19 +131,22 @@ def tolerations_add(current: list[Obj] | None, wanted: list[Obj]) -> list[Obj]:
 
 
 def tolerations_replace(current: list[Obj] | None, wanted: list[Obj]) -> list[Obj]:
-    """Wanted tolerations replace the current ones with the same key and effect; others are added."""
+    """Wanted tolerations replace the current ones with the same key and effect; others are added.
+
+    The replaced ones are dropped from their place and the wanted ones appended after the rest.
+    """
     def slot(t: Obj) -> tuple[str, str]:
-        return (str(t.get("key", "")), str(t.get("effect", "")))
+        return (_field(t, "key"), _field(t, "effect"))
 
     wanted_slots = {slot(t) for t in wanted}
-    kept = [copy.deepcopy(t) for t in current or [] if slot(t) not in wanted_slots]
-    return tolerations_add([], wanted) + kept
+    kept = [copy.deepcopy(t) for t in _tolerations(current) if slot(t) not in wanted_slots]
+    return kept + tolerations_add([], wanted)
 
 
 def tolerations_remove(current: list[Obj] | None, unwanted: list[Obj]) -> list[Obj]:
     """Current tolerations without those matching an unwanted one (key/operator/value/effect)."""
     ids = {_toleration_id(t) for t in unwanted}
-    return [copy.deepcopy(t) for t in current or [] if _toleration_id(t) not in ids]
+    return [copy.deepcopy(t) for t in _tolerations(current) if _toleration_id(t) not in ids]
 
 
 # -- affinity -------------------------------------------------------------------------------------
@@ -146,8 +162,10 @@ def _terms(sub: str, field: str, node: Obj) -> tuple[list[Obj], Obj | None]:
     if sub == "nodeAffinity" and field == _REQUIRED:
         # Node affinity's required field is a NodeSelector wrapping the term list.
         wrapper = value if isinstance(value, dict) else {}
-        return list(wrapper.get("nodeSelectorTerms") or []), wrapper
-    return list(value or []), None
+        terms = wrapper.get("nodeSelectorTerms")
+        return (list(terms) if isinstance(terms, list) else []), wrapper
+    # Anything but a list (null, or a malformed value) holds no terms; it is overwritten.
+    return (list(value) if isinstance(value, list) else []), None
 
 
 def _with_terms(sub: str, field: str, terms: list[Obj], wrapper: Obj | None) -> JSON:
@@ -242,9 +260,10 @@ def loose_compare(a: JSON, b: JSON) -> int:
     raise ValueError(f"cannot order {a!r} and {b!r}: compare numbers or two strings")
 
 
-def loose_in(value: JSON, items: list[JSON]) -> bool:
-    """Membership using :func:`loose_equal`."""
-    return any(loose_equal(value, item) for item in items)
+def loose_in(value: JSON, items: JSON) -> bool:
+    """Membership using :func:`loose_equal`; a single value on the right is a one-item list."""
+    candidates = items if isinstance(items, list) else [items]
+    return any(loose_equal(value, item) for item in candidates)
 
 
 def arithmetic(value: JSON, operation: str, operand: JSON) -> JSON:

@@ -7,6 +7,7 @@ Policies go through compile_policy and PolicyIndex.matching exactly as in the we
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import jsonpatch
@@ -31,12 +32,12 @@ def policy(*overriders: Obj, name: str = "p", api_version: str = "v1", kind: str
             "spec": {"resourceSelectors": [{"apiVersion": api_version, "kind": kind}], "overrideRules": rules}}
 
 
-def run(policies: list[Obj], obj: Obj, variables: Obj | None = None, params: Obj | None = None,
-        lookup_errors: Obj | None = None) -> Mutation:
+def run(policies: list[Obj], obj: Obj, variables: Obj | None = None, params: dict[Any, Obj] | None = None,
+        lookup_errors: dict[Any, str] | None = None) -> Mutation:
     compiled = [compile_policy(p) for p in policies]
     matches = list(PolicyIndex(compiled).matching(obj, "CREATE"))
     assert matches, "the policy must select the object"
-    before = copy.deepcopy(obj)
+    before = json.loads(json.dumps(obj))  # no shared sub-objects, as JSON from the wire
     mutation = overriding.mutate(matches, obj, variables or {}, params, lookup_errors)
     assert obj == before, "mutate must not change its input"
     if mutation.failure is None:  # the patch must replay under strict RFC 6902 semantics
@@ -61,7 +62,7 @@ KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "CronJob": ("batch/v1", ("spec", "jobTemplate", "spec", "template", "spec")),
     "PodTemplate": ("v1", ("template", "spec")),
 }
-META = {"name": "obj", "namespace": "default", "labels": {"app": "web", "tier": "old"},
+META: Obj = {"name": "obj", "namespace": "default", "labels": {"app": "web", "tier": "old"},
         "annotations": {"note": "keep", "owner": "old"}}
 T_OLD = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
 T_OTHER = {"key": "zone", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}
@@ -70,7 +71,7 @@ KEEP_PREF = {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "o
 NEW_PREF = {"weight": 1, "preference": {"matchExpressions": [{"key": "gen", "operator": "In", "values": ["7"]}]}}
 PAA_TERM = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
 DEBUG = {"name": "debug", "image": "busybox"}
-BASE_SPEC = {
+BASE_SPEC: Obj = {
     "containers": [{"name": "app", "image": "nginx", "resources": {
         "limits": {"cpu": "2", "memory": "4Gi"}, "requests": {"cpu": "2", "memory": "4Gi"}}}],
     "initContainers": [{"name": "init", "image": "busybox", "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}}],
@@ -98,8 +99,9 @@ TOLERATIONS = [{**T_OLD, "tolerationSeconds": 60}, {"key": "spot", "operator": "
 AFFINITY = {"nodeAffinity": {PREF: [OLD_PREF, NEW_PREF]}, "podAntiAffinity": {REQ: [PAA_TERM]}}
 RESOURCES = {"requests": {"cpu": "250m"}, "limits": {"memory": "2Gi"}}
 
-POD_TEMPLATES = {"resources": {"resources": RESOURCES}, "resourcesOversell": {"resourcesOversell": OVERSELL},
-                 "tolerations": {"tolerations": TOLERATIONS}, "affinity": {"affinity": AFFINITY}}
+POD_TEMPLATES: dict[str, Obj] = {
+    "resources": {"resources": RESOURCES}, "resourcesOversell": {"resourcesOversell": OVERSELL},
+    "tolerations": {"tolerations": TOLERATIONS}, "affinity": {"affinity": AFFINITY}}
 SET_RESOURCES = {
     "containers": [{"name": "app", "image": "nginx", "resources": {
         "limits": {"cpu": "2", "memory": "2Gi"}, "requests": {"cpu": "250m", "memory": "4Gi"}}}],
@@ -163,7 +165,7 @@ def test_pod_spec_templates_on_every_pod_bearing_kind(type_: str, operation: str
 @pytest.mark.parametrize("kind", [*KINDS, "ConfigMap"])
 @pytest.mark.parametrize(("type_", "operation"), list(METADATA_TEMPLATES))
 def test_metadata_templates_on_every_kind(type_: str, operation: str, kind: str) -> None:
-    obj = make(kind, BASE_SPEC) if kind in KINDS else {
+    obj: Obj = make(kind, BASE_SPEC) if kind in KINDS else {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": copy.deepcopy(META), "data": {"k": "v"}}
     fields, expected = METADATA_TEMPLATES[(type_, operation)]
     mutation = run([policy(template(type_, operation, **fields), api_version=obj["apiVersion"], kind=kind)], obj)
@@ -171,7 +173,7 @@ def test_metadata_templates_on_every_kind(type_: str, operation: str, kind: str)
     assert mutation.object == {**obj, "metadata": {**obj["metadata"], type_: expected}}
 
 
-NON_POD = [
+NON_POD: list[Obj] = [
     {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}},
     {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}},
     # A CRD that happens to be called Deployment in another group is not a workload.
@@ -192,7 +194,7 @@ def test_pod_spec_templates_leave_other_kinds_alone(obj: Obj, type_: str, operat
 
 # -- label and annotation values ------------------------------------------------------------------
 
-POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "default"},
+POD: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "default"},
        "spec": {"restartPolicy": "Always", "priority": 7, "hostNetwork": False, "containers": [{"name": "app"}]}}
 
 
@@ -299,7 +301,7 @@ def test_plaintext_is_lenient_and_decodes_pointer_escapes() -> None:
 # -- errors and failure policies -------------------------------------------------------------------
 
 BROKEN = {"template": {"type": "labels", "operation": "add", "path": "half", "value": {"string": "done"}},
-          "plaintext": [{"op": "add", "path": "/spec/missing/x", "value": 1}]}
+          "plaintext": [{"op": "add", "path": "/metadata/name/x", "value": 1}]}
 GOOD = template("annotations", "add", path="later", value={"string": "ran"})
 
 
@@ -310,7 +312,7 @@ def test_fail_keeps_the_original_object_and_names_policy_rule_and_reason() -> No
     assert (mutation.failure.policy, mutation.failure.rule, mutation.failure.ignored) == (
         "ClusterOverridePolicy b-second", 1, False)
     assert str(mutation.failure) == ("policy ClusterOverridePolicy b-second, rule 1: "
-                                     "patch op 0 ('/spec/missing/x'): parent does not exist")
+                                     "patch op 0 ('/metadata/name/x'): parent is a str, not an object or array")
     assert mutation.object == POD and mutation.patch == []
 
 
@@ -318,8 +320,8 @@ def test_ignore_skips_the_failing_rule_atomically_and_later_rules_run() -> None:
     mutation = run([policy(BROKEN, GOOD, failure_policy="Ignore")], POD)
     assert mutation.failure is None
     assert mutation.object["metadata"] == {**POD["metadata"], "annotations": {"later": "ran"}}  # no "half" label
-    assert mutation.warnings == ["policy ClusterOverridePolicy p, rule 0: patch op 0 ('/spec/missing/x'): "
-                                 "parent does not exist (failurePolicy Ignore: rule skipped)"]
+    assert mutation.warnings == ["policy ClusterOverridePolicy p, rule 0: patch op 0 ('/metadata/name/x'): "
+                                 "parent is a str, not an object or array (failurePolicy Ignore: rule skipped)"]
     assert mutation.applied == ["ClusterOverridePolicy p rule 1"]
 
 
@@ -333,3 +335,131 @@ def test_cel_errors_and_lookup_errors_are_rule_failures() -> None:
                  lookup_errors={("ClusterOverridePolicy p", 0): "Pod default/web-1 has no owner reference"})
     assert str(lookup.failure) == "policy ClusterOverridePolicy p, rule 0: Pod default/web-1 has no owner reference"
     assert lookup.object == POD
+
+
+# -- tolerations and affinity in detail (on a Pod; every kind is covered above) --------------------
+
+def _pod(spec: Obj) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+def _mutated(template_: Obj, obj: Obj) -> Obj:
+    mutation = run([policy({"template": template_})], obj)
+    assert mutation.failure is None, mutation.failure
+    return mutation.object
+
+
+K1 = {"key": "k1", "operator": "Exists", "effect": "NoSchedule"}
+K2 = {"key": "k2", "operator": "Equal", "value": "v", "effect": "NoExecute", "tolerationSeconds": 30}
+K3 = {"key": "k3", "operator": "Exists"}
+
+
+def _tolerations(operation: str, wanted: list[Obj], current: list[Obj] | None) -> Obj:
+    spec = {"containers": [{"name": "a"}], **({"tolerations": current} if current is not None else {})}
+    return _mutated({"type": "tolerations", "operation": operation, "tolerations": wanted}, _pod(spec))["spec"]
+
+
+def test_tolerations_add_skips_ones_already_present() -> None:
+    # tolerationSeconds is not part of a toleration's identity; an empty operator means Equal.
+    same_k2 = {"key": "k2", "value": "v", "effect": "NoExecute", "tolerationSeconds": 99}
+    assert _tolerations("add", [K1, same_k2, K3, K3], [K1, K2])["tolerations"] == [K1, K2, K3]
+    assert _tolerations("add", [K1, K3], None)["tolerations"] == [K1, K3]
+
+
+def test_tolerations_replace_matches_on_key_and_effect() -> None:
+    # Existing tolerations with the same key and effect are dropped and the policy's appended;
+    # policy tolerations that match nothing are added (kinitiras dropped those).
+    new_k1 = {"key": "k1", "operator": "Equal", "value": "x", "effect": "NoSchedule", "tolerationSeconds": 5}
+    other_effect = {"key": "k1", "operator": "Exists", "effect": "NoExecute"}
+    got = _tolerations("replace", [new_k1, K3], [K1, other_effect, K2])
+    assert got["tolerations"] == [other_effect, K2, new_k1, K3]
+
+
+@pytest.mark.parametrize(("unwanted", "left"), [
+    ([K2, K3], [K1]), ([K1, K3], [K2]), ([K3, K1], [K2]), ([K2], [K1, K3]),
+    ([{**K2, "tolerationSeconds": 1}], [K1, K3]),  # seconds do not matter
+    ([{**K1, "effect": "NoExecute"}], [K1, K2, K3]),  # the effect does
+])
+def test_tolerations_remove_several_removes_exactly_those(unwanted: list[Obj], left: list[Obj]) -> None:
+    # Regression for kinitiras' stale indexes: removing k2 and k3 from [k1, k2, k3] failed.
+    assert _tolerations("remove", unwanted, [K1, K2, K3])["tolerations"] == left
+
+
+def test_tolerations_remove_without_tolerations_changes_nothing() -> None:
+    # Regression: the rendered program used to add `tolerations: []`.
+    assert _tolerations("remove", [K1], None) == {"containers": [{"name": "a"}]}
+    # An empty (or null) list is an absent one: the result is the same object without the field.
+    assert _tolerations("remove", [K1], []) == {"containers": [{"name": "a"}]}
+
+
+def test_tolerations_remove_of_the_last_one_drops_the_field() -> None:
+    assert _tolerations("remove", [K1], [K1]) == {"containers": [{"name": "a"}]}
+
+
+NODE_TERM_A = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+NODE_TERM_B = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+POD_TERM_A = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+POD_TERM_B = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "topology.kubernetes.io/zone"}
+# (sub-affinity, field, term a, term b, how a list of terms is written in that field)
+AFFINITY_FIELDS = [
+    ("nodeAffinity", REQ, NODE_TERM_A, NODE_TERM_B, lambda terms: {"nodeSelectorTerms": terms}),
+    ("nodeAffinity", PREF, {"weight": 1, "preference": NODE_TERM_A}, {"weight": 2, "preference": NODE_TERM_B},
+     lambda terms: terms),
+    ("podAffinity", REQ, POD_TERM_A, POD_TERM_B, lambda terms: terms),
+    ("podAffinity", PREF, {"weight": 1, "podAffinityTerm": POD_TERM_A}, {"weight": 2, "podAffinityTerm": POD_TERM_B},
+     lambda terms: terms),
+    ("podAntiAffinity", REQ, POD_TERM_A, POD_TERM_B, lambda terms: terms),
+    ("podAntiAffinity", PREF, {"weight": 1, "podAffinityTerm": POD_TERM_A},
+     {"weight": 2, "podAffinityTerm": POD_TERM_B}, lambda terms: terms),
+]
+# Another sub-affinity the object already has, which the policy must leave alone.
+OTHER_NODE = {"nodeAffinity": {PREF: [{"weight": 9, "preference": NODE_TERM_B}]}}
+OTHER_POD = {"podAffinity": {PREF: [{"weight": 9, "podAffinityTerm": {**POD_TERM_A, "topologyKey": "rack"}}]}}
+
+
+@pytest.mark.parametrize(("sub", "field", "a", "b", "wrap"), AFFINITY_FIELDS,
+                         ids=[f"{s}-{f[:3]}" for s, f, *_ in AFFINITY_FIELDS])
+def test_affinity_add_replace_remove_per_field(sub: str, field: str, a: Obj, b: Obj, wrap: Any) -> None:
+    def affinity(operation: str, policy_terms: list[Obj], current: Obj | None) -> Obj | None:
+        spec = {"containers": [{"name": "c"}], **({"affinity": current} if current is not None else {})}
+        got = _mutated({"type": "affinity", "operation": operation, "affinity": {sub: {field: wrap(policy_terms)}}},
+                       _pod(spec))["spec"]
+        return got.get("affinity")
+
+    current = {sub: {field: wrap([a])}}
+    assert affinity("add", [a, b], None) == {sub: {field: wrap([a, b])}}
+    assert affinity("add", [b, a, b], current) == {sub: {field: wrap([a, b])}}  # no duplicates
+    other = OTHER_POD if sub == "nodeAffinity" else OTHER_NODE
+    assert affinity("add", [b], {**other, **current}) == {**other, sub: {field: wrap([a, b])}}
+    assert affinity("remove", [a], {**other, **current}) == other
+    assert affinity("replace", [b], current) == {sub: {field: wrap([b])}}
+    assert affinity("replace", [b], None) == {sub: {field: wrap([b])}}
+    assert affinity("remove", [a], {sub: {field: wrap([a, b])}}) == {sub: {field: wrap([b])}}
+    assert affinity("remove", [a], current) is None  # nothing left: the field goes
+    assert affinity("remove", [b], current) == current  # absent term: no change, no error
+    assert affinity("remove", [a], None) is None
+
+
+def test_affinity_remove_without_affinity_changes_nothing() -> None:
+    # Regression: the rendered program used to add `affinity: {}`.
+    spec = {"containers": [{"name": "c"}]}
+    template = {"type": "affinity", "operation": "remove", "affinity": {"nodeAffinity": {PREF: [
+        {"weight": 1, "preference": NODE_TERM_A}]}}}
+    assert _mutated(template, _pod(spec))["spec"] == spec
+    spec_null = {"containers": [{"name": "c"}], "affinity": {"nodeAffinity": None}}
+    # Regression: a null sub-affinity crashed the helper.
+    assert _mutated({**template, "operation": "add"}, _pod(spec_null))["spec"]["affinity"] == template["affinity"]
+
+
+def test_malformed_pod_spec_fields_fail_the_rule_clearly_or_are_overwritten() -> None:
+    tolerate = {"type": "tolerations", "operation": "add", "tolerations": [K1]}
+    bad = run([policy({"template": tolerate})], _pod({"tolerations": "abc"}))
+    assert str(bad.failure).endswith("the pod spec's tolerations must be a list of objects")
+    # A null field inside a toleration is the same as an absent one.
+    nulls = {"key": "k1", "operator": "Exists", "effect": "NoSchedule", "value": None}
+    assert _mutated(tolerate, _pod({"tolerations": [nulls]}))["spec"]["tolerations"] == [nulls]
+    # Regression: a string where a term list belongs was spread into one term per character.
+    affinity = {"nodeAffinity": {PREF: [{"weight": 1, "preference": NODE_TERM_A}]}}
+    got = _mutated({"type": "affinity", "operation": "add", "affinity": affinity},
+                   _pod({"affinity": {"nodeAffinity": {PREF: "zz"}}}))
+    assert got["spec"]["affinity"] == affinity

@@ -100,10 +100,15 @@ def test_add_non_canonical_index(token: str) -> None:
     assert err.reason == f"invalid array index {token!r}"
 
 
-def test_add_missing_parent() -> None:
-    err = fails({"a": {}}, [{"op": "add", "path": "/a/b/c", "value": 1}])
-    assert err.reason == "parent does not exist"
-    assert err.path == "/a/b/c"
+def test_add_creates_missing_object_parents() -> None:
+    # Leniency beyond RFC 6902 (kinitiras denied e.g. adding an annotation to a bare Pod).
+    assert patching.apply_patch({"a": {}}, [{"op": "add", "path": "/a/b/c", "value": 1}]) == {"a": {"b": {"c": 1}}}
+
+
+def test_add_never_creates_array_slots() -> None:
+    err = fails({"a": []}, [{"op": "add", "path": "/a/0/c", "value": 1}])
+    assert err.reason == "parent does not exist: no index 0 at /a"
+    assert err.path == "/a/0/c"
 
 
 def test_add_under_scalar() -> None:
@@ -260,9 +265,9 @@ def test_error_index_counts_from_zero_and_names_failing_op() -> None:
     err = fails({"a": 1}, [
         {"op": "replace", "path": "/a", "value": 2},
         {"op": "test", "path": "/a", "value": 2},
-        {"op": "add", "path": "/x/y", "value": 1},
+        {"op": "add", "path": "/a/y", "value": 1},
     ])
-    assert (err.index, err.path) == (2, "/x/y")
+    assert (err.index, err.path) == (2, "/a/y")
 
 
 # --- copying and aliasing -----------------------------------------------------------------

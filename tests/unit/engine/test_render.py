@@ -1,8 +1,8 @@
-"""Rendering override templates to CEL: the exact text, its stability, escaping and refusals.
+"""Rendering override templates to CEL: the exact text, its stability, escaping and refusals,
+and what the resources and resourcesOversell programs compute (quantity maths, containers).
 
-What the rendered programs *do* to objects is in ``test_overriding.py`` (every type x operation
-x kind) and ``test_override_properties.py``; the template-specific semantics (quantity maths,
-label values, toleration and affinity merging) are tested there through ``mutate``.
+Every type x operation x kind, label values, tolerations, affinity, overrider order and failure
+policies are in ``test_overriding.py``; generated workloads in ``test_override_properties.py``.
 """
 
 from __future__ import annotations
@@ -368,107 +368,3 @@ def test_resources_are_written_canonically_to_every_container() -> None:
                         "resources": {"requests": {"nvidia.com/gpu": "0"}}}, _pod(got))["spec"]
     assert removed["containers"][1]["resources"]["requests"] == {"cpu": "100"}
     assert removed["containers"][0] == got["containers"][0]
-
-
-K1 = {"key": "k1", "operator": "Exists", "effect": "NoSchedule"}
-K2 = {"key": "k2", "operator": "Equal", "value": "v", "effect": "NoExecute", "tolerationSeconds": 30}
-K3 = {"key": "k3", "operator": "Exists"}
-
-
-def _tolerations(operation: str, wanted: list[Obj], current: list[Obj] | None) -> Obj:
-    spec = {"containers": [{"name": "a"}], **({"tolerations": current} if current is not None else {})}
-    return _mutated({"type": "tolerations", "operation": operation, "tolerations": wanted}, _pod(spec))["spec"]
-
-
-def test_tolerations_add_skips_ones_already_present() -> None:
-    # tolerationSeconds is not part of a toleration's identity; an empty operator means Equal.
-    same_k2 = {"key": "k2", "value": "v", "effect": "NoExecute", "tolerationSeconds": 99}
-    assert _tolerations("add", [K1, same_k2, K3, K3], [K1, K2])["tolerations"] == [K1, K2, K3]
-    assert _tolerations("add", [K1, K3], None)["tolerations"] == [K1, K3]
-
-
-def test_tolerations_replace_matches_on_key_and_effect() -> None:
-    # Existing tolerations with the same key and effect are dropped and the policy's appended;
-    # policy tolerations that match nothing are added (kinitiras dropped those).
-    new_k1 = {"key": "k1", "operator": "Equal", "value": "x", "effect": "NoSchedule", "tolerationSeconds": 5}
-    other_effect = {"key": "k1", "operator": "Exists", "effect": "NoExecute"}
-    got = _tolerations("replace", [new_k1, K3], [K1, other_effect, K2])
-    assert got["tolerations"] == [other_effect, K2, new_k1, K3]
-
-
-@pytest.mark.parametrize(("unwanted", "left"), [
-    ([K2, K3], [K1]), ([K1, K3], [K2]), ([K3, K1], [K2]), ([K2], [K1, K3]),
-    ([{**K2, "tolerationSeconds": 1}], [K1, K3]),  # seconds do not matter
-    ([{**K1, "effect": "NoExecute"}], [K1, K2, K3]),  # the effect does
-])
-def test_tolerations_remove_several_removes_exactly_those(unwanted: list[Obj], left: list[Obj]) -> None:
-    # Regression for kinitiras' stale indexes: removing k2 and k3 from [k1, k2, k3] failed.
-    assert _tolerations("remove", unwanted, [K1, K2, K3])["tolerations"] == left
-
-
-def test_tolerations_remove_without_tolerations_changes_nothing() -> None:
-    # Regression: the rendered program used to add `tolerations: []`.
-    assert _tolerations("remove", [K1], None) == {"containers": [{"name": "a"}]}
-    # An empty (or null) list is an absent one: the result is the same object without the field.
-    assert _tolerations("remove", [K1], []) == {"containers": [{"name": "a"}]}
-
-
-def test_tolerations_remove_of_the_last_one_drops_the_field() -> None:
-    assert _tolerations("remove", [K1], [K1]) == {"containers": [{"name": "a"}]}
-
-
-NODE_TERM_A = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
-NODE_TERM_B = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
-POD_TERM_A = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
-POD_TERM_B = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "topology.kubernetes.io/zone"}
-REQ = "requiredDuringSchedulingIgnoredDuringExecution"
-PREF = "preferredDuringSchedulingIgnoredDuringExecution"
-# (sub-affinity, field, term a, term b, how a list of terms is written in that field)
-AFFINITY_FIELDS = [
-    ("nodeAffinity", REQ, NODE_TERM_A, NODE_TERM_B, lambda terms: {"nodeSelectorTerms": terms}),
-    ("nodeAffinity", PREF, {"weight": 1, "preference": NODE_TERM_A}, {"weight": 2, "preference": NODE_TERM_B},
-     lambda terms: terms),
-    ("podAffinity", REQ, POD_TERM_A, POD_TERM_B, lambda terms: terms),
-    ("podAffinity", PREF, {"weight": 1, "podAffinityTerm": POD_TERM_A}, {"weight": 2, "podAffinityTerm": POD_TERM_B},
-     lambda terms: terms),
-    ("podAntiAffinity", REQ, POD_TERM_A, POD_TERM_B, lambda terms: terms),
-    ("podAntiAffinity", PREF, {"weight": 1, "podAffinityTerm": POD_TERM_A},
-     {"weight": 2, "podAffinityTerm": POD_TERM_B}, lambda terms: terms),
-]
-# Another sub-affinity the object already has, which the policy must leave alone.
-OTHER_NODE = {"nodeAffinity": {PREF: [{"weight": 9, "preference": NODE_TERM_B}]}}
-OTHER_POD = {"podAffinity": {PREF: [{"weight": 9, "podAffinityTerm": {**POD_TERM_A, "topologyKey": "rack"}}]}}
-
-
-@pytest.mark.parametrize(("sub", "field", "a", "b", "wrap"), AFFINITY_FIELDS,
-                         ids=[f"{s}-{f[:3]}" for s, f, *_ in AFFINITY_FIELDS])
-def test_affinity_add_replace_remove_per_field(sub: str, field: str, a: Obj, b: Obj, wrap: Any) -> None:
-    def affinity(operation: str, policy_terms: list[Obj], current: Obj | None) -> Obj | None:
-        spec = {"containers": [{"name": "c"}], **({"affinity": current} if current is not None else {})}
-        got = _mutated({"type": "affinity", "operation": operation, "affinity": {sub: {field: wrap(policy_terms)}}},
-                       _pod(spec))["spec"]
-        return got.get("affinity")
-
-    current = {sub: {field: wrap([a])}}
-    assert affinity("add", [a, b], None) == {sub: {field: wrap([a, b])}}
-    assert affinity("add", [b, a, b], current) == {sub: {field: wrap([a, b])}}  # no duplicates
-    other = OTHER_POD if sub == "nodeAffinity" else OTHER_NODE
-    assert affinity("add", [b], {**other, **current}) == {**other, sub: {field: wrap([a, b])}}
-    assert affinity("remove", [a], {**other, **current}) == other
-    assert affinity("replace", [b], current) == {sub: {field: wrap([b])}}
-    assert affinity("replace", [b], None) == {sub: {field: wrap([b])}}
-    assert affinity("remove", [a], {sub: {field: wrap([a, b])}}) == {sub: {field: wrap([b])}}
-    assert affinity("remove", [a], current) is None  # nothing left: the field goes
-    assert affinity("remove", [b], current) == current  # absent term: no change, no error
-    assert affinity("remove", [a], None) is None
-
-
-def test_affinity_remove_without_affinity_changes_nothing() -> None:
-    # Regression: the rendered program used to add `affinity: {}`.
-    spec = {"containers": [{"name": "c"}]}
-    template = {"type": "affinity", "operation": "remove", "affinity": {"nodeAffinity": {PREF: [
-        {"weight": 1, "preference": NODE_TERM_A}]}}}
-    assert _mutated(template, _pod(spec))["spec"] == spec
-    spec_null = {"containers": [{"name": "c"}], "affinity": {"nodeAffinity": None}}
-    # Regression: a null sub-affinity crashed the helper.
-    assert _mutated({**template, "operation": "add"}, _pod(spec_null))["spec"]["affinity"] == template["affinity"]

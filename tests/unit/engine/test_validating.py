@@ -140,8 +140,6 @@ def test_in_and_regex_with_a_current_value_ref() -> None:
     assert rejects(condition("Regex", "/metadata/name", valueRef={"from": "current", "path": "/spec/pattern"}), obj)
 
 
-@pytest.mark.xfail(strict=True, reason="builtins.loose_in iterates a string right operand character by "
-                   "character, so 'a' is 'In' the referenced string 'abc' (engine/evaluation/builtins.py)")
 def test_in_with_a_value_ref_holding_a_string_is_not_character_membership() -> None:
     obj = copy.deepcopy(DEPLOY)
     obj["spec"]["allowed"] = "xaliceybob"

@@ -15,10 +15,7 @@ from kinitiras_py.offline import testcases
 
 CASES = Path(__file__).resolve().parents[2] / "data" / "cases"
 
-ENGINE_GAPS: dict[tuple[str, str], str] = {
-    ("addanno-op", "a Pod without annotations also gets added-by=op"):
-        "plaintext add below a missing map fails with 'parent does not exist' (engine/patching.py)",
-}
+ENGINE_GAPS: dict[tuple[str, str], str] = {}
 
 
 def _specs() -> list[testcases.CaseSpec]:

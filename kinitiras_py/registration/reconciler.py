@@ -1,0 +1,359 @@
+"""Keep the webhook configurations in step with the policies in force and the CA bundle.
+
+:class:`Reconciler` watches the policy indexes (a cheap fingerprint polled every
+``poll_interval``, or :meth:`Reconciler.notify`), waits until they have been quiet for
+``debounce`` seconds (at most ``max_delay``), computes the rules (``rules.compute_rules``) and
+the desired configurations (``builder.desired``), and writes a configuration only when a field
+we own differs from what the cluster holds, so an idle controller sends no writes. It also
+resyncs every ``resync_interval`` (repairing edits made by hand and picking up new API
+groups), retries sooner while kinds are unknown, and backs off on errors.
+
+The CA bundle comes from ``bundle_source`` (bytes, or a callable returning them, sync or
+async) and from :meth:`Reconciler.inject`, which the certificate rotator calls to push a new
+bundle now; whichever changed last is used. Nothing is written while the bundle is empty, and
+no rules are written before the policy watch has synced, so a restart never drops coverage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Protocol
+
+from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.cluster.client import Api, ApiException, Resource, RestMapper
+from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.registration import applying, builder, rules
+from kinitiras_py.registration.builder import Registration
+
+log = logging.getLogger("kinitiras_py.registration")
+
+__all__ = ["BundleSource", "DiscoveryCatalog", "Reconciler", "side_effects"]
+
+BundleSource = bytes | Callable[[], bytes | None] | Callable[[], Awaitable[bytes | None]] | None
+"""The current CA bundle (PEM bytes), or something that returns it."""
+_ERRORS = (ApiException, LookupError, OSError, TimeoutError)
+
+
+class PolicySource(Protocol):
+    """What the reconciler reads from ``PolicyWatch``."""
+
+    overrides: PolicyIndex
+    validations: PolicyIndex
+
+
+def _policies(watch: PolicySource) -> Iterator[CompiledPolicy]:
+    yield from watch.overrides
+    yield from watch.validations
+
+
+def side_effects(policies: Iterator[CompiledPolicy] | list[CompiledPolicy]) -> str:
+    """``NoneOnDryRun`` when a rule calls out over HTTP (a ``from: http`` value reference), else ``None``."""
+    for policy in policies:
+        for rule in policy.rules:
+            if any(isinstance(ref, dict) and ref.get("from") == "http" for ref in (rule.refs or {}).values()):
+                return "NoneOnDryRun"
+    return "None"
+
+
+class DiscoveryCatalog:
+    """:class:`rules.Catalog` over the API server: kinds through the RestMapper, group listings
+    through discovery, cached for ``max_age`` seconds."""
+
+    def __init__(self, client: Any, mapper: RestMapper, max_age: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._api = Api.of(client)
+        self._mapper = mapper
+        self.max_age = max_age
+        self._clock = clock
+        self._groups: tuple[float, dict[str, list[str]]] | None = None
+        self._resources: dict[str, tuple[float, list[Resource]]] = {}
+
+    def invalidate(self) -> None:
+        """Forget the cached listings (the next calls read discovery again)."""
+        self._groups = None
+        self._resources.clear()
+
+    async def resolve(self, api_version: str, kind: str) -> Resource:
+        """The resource serving ``kind`` in ``api_version`` (RestMapper, with its own refresh)."""
+        return await self._mapper.resolve(api_version, kind)
+
+    async def _get(self, path: str) -> Obj:
+        try:
+            return await self._api.request("GET", path, timeout=applying.TIMEOUT)
+        except ApiException as e:
+            raise LookupError(f"discovery of {path} failed: {e.status} {e.reason}") from None
+        except (OSError, TimeoutError) as e:
+            raise LookupError(f"discovery of {path} failed: {e!r}") from None
+
+    async def _versions(self) -> dict[str, list[str]]:
+        if self._groups is None or self._clock() - self._groups[0] > self.max_age:
+            core = await self._get("/api")
+            found: dict[str, list[str]] = {"": [str(v) for v in core.get("versions") or []]}
+            for group in (await self._get("/apis")).get("groups") or []:
+                found[str(group.get("name"))] = [str(v.get("version")) for v in group.get("versions") or []]
+            self._groups = (self._clock(), found)
+        return self._groups[1]
+
+    async def groups(self) -> list[str]:
+        """Every served group, ``""`` (core) first."""
+        return sorted(await self._versions())
+
+    async def group_resources(self, group: str) -> list[Resource]:
+        """Stored top-level resources of every served version of ``group`` (none if it is not served)."""
+        cached = self._resources.get(group)
+        if cached is not None and self._clock() - cached[0] <= self.max_age:
+            return cached[1]
+        found: list[Resource] = []
+        for version in (await self._versions()).get(group, []):
+            doc = await self._get(f"/apis/{group}/{version}" if group else f"/api/{version}")
+            for res in doc.get("resources") or []:
+                name, verbs = str(res.get("name") or ""), set(res.get("verbs") or [])
+                # Subresources and virtual resources (nothing to read back) are not admitted objects.
+                if name and "/" not in name and "get" in verbs and verbs & {"create", "update", "patch", "delete"}:
+                    found.append(Resource(group, version, name, bool(res.get("namespaced")), str(res.get("kind"))))
+        self._resources[group] = (self._clock(), found)
+        return found
+
+
+class Reconciler:
+    """Writes the Mutating/ValidatingWebhookConfiguration for the policies in force.
+
+    ``start()`` runs the loop as a task, ``stop()`` ends it; ``reconcile()`` does one pass and
+    ``inject()`` pushes a CA bundle now. ``ready`` is set after the first pass that wrote or
+    verified both configurations.
+    """
+
+    def __init__(self, client: Any, reg: Registration, watch: PolicySource, mapper: RestMapper | None,
+                 bundle_source: BundleSource, *, catalog: rules.Catalog | None = None, debounce: float = 1.0,
+                 max_delay: float = 10.0, poll_interval: float = 0.25, resync_interval: float = 60.0,
+                 retry_interval: float = 5.0, max_backoff: float = 60.0, label_namespaces: bool = False) -> None:
+        self._client = client
+        self.reg = reg
+        self._watch = watch
+        self.catalog = catalog or DiscoveryCatalog(client, mapper or RestMapper(client))
+        self._source = bundle_source
+        self.debounce, self.max_delay, self.poll_interval = debounce, max_delay, poll_interval
+        self.resync_interval, self.retry_interval, self.max_backoff = resync_interval, retry_interval, max_backoff
+        self.ready = asyncio.Event()
+        self.writes = 0
+        """How many times a configuration was written (apply or caBundle patch)."""
+        self.passes = 0
+        """How many reconcile passes ran."""
+        self.last: rules.RuleSet | None = None
+        """The rules of the last pass that wrote or verified the configurations."""
+        self._bundle: bytes | None = None
+        self._source_seen: bytes | None = None
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._skipped: list[str] = []
+        self.label_namespaces = label_namespaces
+        self._namespaces_checked = False
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the loop in a task (idempotent)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name="webhook-reconciler")
+
+    async def stop(self) -> None:
+        """End the loop; a write in progress is cancelled (the next start repairs it)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def notify(self) -> None:
+        """Reconcile soon (after the debounce), e.g. from ``PolicyWatch.on_change``."""
+        self._wake.set()
+
+    def fingerprint(self) -> frozenset[tuple[str, str, int]]:
+        """What identifies the policies in force: (index key, uid, generation) of each."""
+        return frozenset((PolicyIndex.key(p), p.uid, p.generation) for p in _policies(self._watch))
+
+    # --- CA bundle -------------------------------------------------------------------------------
+
+    async def current_bundle(self) -> bytes | None:
+        """The bundle to write: the source's when it changed since last read, else the last injected."""
+        source = self._source
+        value: Any = source() if callable(source) else source
+        if inspect.isawaitable(value):
+            value = await value
+        if value and value != self._source_seen:
+            self._source_seen = self._bundle = bytes(value)
+        return self._bundle
+
+    async def inject(self, bundle: bytes) -> bool:
+        """Write ``bundle`` as ``caBundle`` of every webhook now; True when both configurations
+        carry it afterwards (written or already so). False when a configuration does not exist
+        yet (the first pass creates it with this bundle) or the API server refused."""
+        if not bundle:
+            raise ValueError("empty CA bundle")
+        with contextlib.suppress(Exception):
+            await self.current_bundle()  # a source read for the first time later must not win over this
+        self._bundle = bytes(bundle)
+        encoded = base64.b64encode(bundle).decode()
+        ok = True
+        async with self._lock:
+            for kind, name in self._names():
+                try:
+                    ok &= await self._inject_one(kind, name, encoded)
+                except _ERRORS as e:
+                    log.warning("injecting the CA bundle into %s %s failed: %s", kind, name, e)
+                    ok = False
+        return ok
+
+    async def _inject_one(self, kind: str, name: str, encoded: str) -> bool:
+        for _attempt in range(3):
+            current = await applying.read_config(self._client, kind, name)
+            if current is None:
+                return False
+            try:
+                if await applying.patch_ca_bundle(self._client, current, encoded) is not None:
+                    self.writes += 1
+                    log.info("CA bundle injected", extra={"kind": kind, "config": name})
+                return True
+            except ApiException as e:
+                if e.status not in (409, 422):
+                    raise
+        return False
+
+    def _names(self) -> list[tuple[str, str]]:
+        return [("MutatingWebhookConfiguration", self.reg.mutating_name),
+                ("ValidatingWebhookConfiguration", self.reg.validating_name)]
+
+    # --- one pass --------------------------------------------------------------------------------
+
+    async def desired(self) -> tuple[list[Obj], rules.RuleSet] | None:
+        """The configurations wanted now and their rules; None while there is no CA bundle."""
+        bundle = await self.current_bundle()
+        if not bundle:
+            return None
+        policies = list(_policies(self._watch))
+        ruleset = await rules.compute_rules((p.selectors for p in policies), self.catalog)
+        reg = dataclasses.replace(self.reg, side_effects=side_effects(policies))
+        return list(builder.desired(reg, bundle, ruleset.rules)), ruleset
+
+    async def reconcile(self) -> bool:
+        """One pass: compute and write what differs. True when both configurations now match
+        (written or already so); False when the bundle is missing or the rules are incomplete
+        and the existing configurations were kept."""
+        async with self._lock:
+            self.passes += 1
+            wanted = await self.desired()
+            if wanted is None:
+                log.warning("no CA bundle yet: webhook configurations not written")
+                return False
+            configs, ruleset = wanted
+            self._report(ruleset)
+            if not self._namespaces_checked:
+                await self.check_namespaces()
+            for config in configs:
+                kind, name = config["kind"], config["metadata"]["name"]
+                current = await applying.read_config(self._client, kind, name)
+                if ruleset.incomplete and current is not None:
+                    continue  # keep what is there rather than drop kinds discovery could not see
+                changes = builder.differences(current, config)
+                if changes:
+                    await applying.apply_config(self._client, config)
+                    self.writes += 1
+                    log.info("webhook configuration written", extra={"kind": kind, "config": name,
+                                                                     "changes": changes[:20]})
+            if ruleset.incomplete:
+                return False
+            self.last = ruleset
+            self.ready.set()
+            return True
+
+    async def check_namespaces(self) -> list[str]:
+        """The excluded namespaces the namespaceSelector cannot see as such: those without the
+        ``kubernetes.io/metadata.name`` label (set by the API server from Kubernetes 1.21 on) and
+        without the ignore label. They are labelled when ``label_namespaces`` is set (needs
+        namespaces patch), else a warning says how to do it. Missing namespaces are not listed."""
+        unseen: list[str] = []
+        for namespace in self.reg.excluded_namespaces:
+            try:
+                obj = await Api.of(self._client).request("GET", f"/api/v1/namespaces/{namespace}",
+                                                         timeout=applying.TIMEOUT)
+            except _ERRORS as e:
+                if not isinstance(e, ApiException) or e.status != 404:
+                    log.debug("cannot read namespace %s: %s", namespace, e)
+                continue
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if labels.get(builder.NAME_LABEL) == namespace or builder.IGNORE_LABEL in labels:
+                continue
+            unseen.append(namespace)
+            if self.label_namespaces:
+                try:
+                    await applying.label_ignored(self._client, namespace)
+                    continue
+                except _ERRORS as e:
+                    log.warning("cannot label namespace %s: %s", namespace, e)
+            log.warning("namespace %s is not excluded from the webhook on this API server (no %s label); "
+                        "run: kubectl label namespace %s %s=true", namespace, builder.NAME_LABEL, namespace,
+                        builder.IGNORE_LABEL)
+        self._namespaces_checked = True
+        return unseen
+
+    def _report(self, ruleset: rules.RuleSet) -> None:
+        if ruleset.skipped != self._skipped:
+            for reason in ruleset.skipped:
+                if reason not in self._skipped:
+                    log.warning("not registered: %s", reason)
+            self._skipped = list(ruleset.skipped)
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        synced = getattr(self._watch, "synced", None)
+        if isinstance(synced, asyncio.Event):
+            await synced.wait()
+        backoff = 0.0
+        next_due = 0.0  # time.monotonic() of the next pass even without changes
+        seen: frozenset[tuple[str, str, int]] | None = None
+        while True:
+            now = time.monotonic()
+            current = self.fingerprint()
+            if current == seen and not self._wake.is_set() and now < next_due:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), min(self.poll_interval, next_due - now))
+                continue
+            if seen is not None and (current != seen or self._wake.is_set()):
+                current = await self._settle(current)
+            self._wake.clear()
+            try:
+                done = await self.reconcile()
+            except (*_ERRORS, ValueError) as e:
+                backoff = min(max(backoff * 2, self.retry_interval), self.max_backoff)
+                log.warning("reconciling the webhook configurations failed (retry in %.0f s): %s", backoff, e)
+                next_due = time.monotonic() + backoff
+                seen = current
+                continue
+            backoff = 0.0
+            seen = current
+            retry = not done or (self.last is not None and self.last.retry)
+            next_due = time.monotonic() + (self.retry_interval if retry else self.resync_interval)
+
+    async def _settle(self, current: frozenset[tuple[str, str, int]]) -> frozenset[tuple[str, str, int]]:
+        """Wait until the policies are unchanged for ``debounce`` seconds (at most ``max_delay``)."""
+        began = quiet_since = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now - quiet_since >= self.debounce or now - began >= self.max_delay:
+                return current
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), min(self.poll_interval, self.debounce))
+            latest = self.fingerprint()
+            if latest != current or self._wake.is_set():
+                current, quiet_since = latest, time.monotonic()

@@ -1,0 +1,153 @@
+"""Resource paths, the REST mapper's cache and refresh, and Api over a real ApiClient and HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from kubernetes_asyncio import client as k8s_client
+
+from kinitiras_py.cluster.client import Api, ApiException, Resource, RestMapper, is_status
+from tests.unit.cluster.conftest import FakeApi, api_error
+
+
+def test_resource_paths() -> None:
+    core = Resource("", "v1", "configmaps", True, "ConfigMap")
+    assert core.api_version == "v1"
+    assert core.path() == "/api/v1/configmaps"
+    assert core.path("ns") == "/api/v1/namespaces/ns/configmaps"
+    assert core.path("ns", "a") == "/api/v1/namespaces/ns/configmaps/a"
+    group = Resource("policy.kcloudlabs.io", "v1alpha1", "clustervalidatepolicies", False)
+    assert group.api_version == "policy.kcloudlabs.io/v1alpha1"
+    assert group.path("ignored", "p", "status") == (
+        "/apis/policy.kcloudlabs.io/v1alpha1/clustervalidatepolicies/p/status")
+    assert core.path("n s", "a/b") == "/api/v1/namespaces/n%20s/configmaps/a%2Fb"
+
+
+def _discovery(*resources: tuple[str, str, bool]) -> dict[str, Any]:
+    return {"kind": "APIResourceList", "resources": [
+        {"name": name, "kind": kind, "namespaced": namespaced, "verbs": ["get"]}
+        for name, kind, namespaced in resources]}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_mapper_caches_and_refreshes_unknown_kinds_at_most_once_per_interval(fake: FakeApi) -> None:
+    fake.route("GET", "/apis/example.com/v1", [_discovery(("gadgets", "Gadget", True)),
+                                               _discovery(("gadgets", "Gadget", True), ("widgets", "Widget", False),
+                                                          ("widgets/status", "Widget", False))])
+    clock = Clock()
+    mapper = RestMapper(fake, refresh_interval=5, clock=clock)
+    assert await mapper.resolve("example.com/v1", "Gadget") == Resource("example.com", "v1", "gadgets", True, "Gadget")
+    assert await mapper.resolve("example.com/v1", "Gadget") is not None
+    assert mapper.discoveries == 1
+    with pytest.raises(LookupError, match=r"unknown kind Widget in example\.com/v1"):
+        await mapper.resolve("example.com/v1", "Widget")  # within the interval: no new discovery
+    assert mapper.discoveries == 1
+    clock.now += 5
+    widget = await mapper.resolve("example.com/v1", "Widget")
+    assert widget == Resource("example.com", "v1", "widgets", False, "Widget")  # not the status subresource
+    assert mapper.discoveries == 2
+
+
+async def test_mapper_core_group_unknown_groups_and_failures(fake: FakeApi) -> None:
+    fake.route("GET", "/api/v1", _discovery(("pods", "Pod", True), ("pods/log", "Pod", True)))
+    fake.route("GET", "/apis/broken.io/v1", api_error(503))
+    mapper = RestMapper(fake)
+    assert (await mapper.resolve("v1", "Pod")).path("ns", "p") == "/api/v1/namespaces/ns/pods/p"
+    with pytest.raises(LookupError, match="unknown kind Thing"):
+        await mapper.resolve("nosuch.io/v1", "Thing")  # 404: the group version does not exist
+    with pytest.raises(LookupError, match=r"discovery of broken\.io/v1 failed: 503"):
+        await mapper.resolve("broken.io/v1", "Thing")
+    for api_version, kind in (("", "Pod"), ("v1", ""), ("a/b/c", "Pod")):
+        with pytest.raises(LookupError):
+            await mapper.resolve(api_version, kind)
+
+
+async def test_concurrent_lookups_share_one_discovery(fake: FakeApi) -> None:
+    fake.route("GET", "/apis/apps/v1", _discovery(("deployments", "Deployment", True)))
+    mapper = RestMapper(fake)
+    found = await asyncio.gather(*(mapper.resolve("apps/v1", "Deployment") for _ in range(5)))
+    assert len(set(found)) == 1 and mapper.discoveries == 1
+
+
+def test_is_status() -> None:
+    assert is_status(api_error(410), 410) and not is_status(api_error(404), 410)
+    assert not is_status(ValueError(), 410)
+
+
+# -- Api over kubernetes_asyncio and a real HTTP server ----------------------------------------
+
+BIG = "x" * 300_000
+
+
+async def _object(request: web.Request) -> web.Response:
+    assert request.headers["Authorization"] == "Bearer s3cret"
+    name = request.match_info["name"]
+    if name == "missing":
+        return web.json_response({"kind": "Status", "code": 404, "message": 'configmaps "missing" not found'},
+                                 status=404)
+    return web.json_response({"kind": "ConfigMap", "metadata": {"name": name}, "query": dict(request.query)})
+
+
+async def _patch(request: web.Request) -> web.Response:
+    return web.json_response({"contentType": request.content_type, "body": await request.json()})
+
+
+async def _watch(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse()
+    await resp.prepare(request)
+    first = orjson.dumps({"type": "ADDED", "object": {"metadata": {"name": "a"}}}) + b"\n"
+    await resp.write(first[:10])  # one event split across chunks
+    await asyncio.sleep(0.01)
+    await resp.write(first[10:] + b"\n")  # and an empty line
+    await resp.write(orjson.dumps({"type": "MODIFIED", "object": {"data": {"big": BIG}}}) + b"\n")
+    await resp.write(orjson.dumps({"type": "DELETED", "object": {"metadata": {"name": "a"}}}))  # no newline
+    await resp.write_eof()
+    return resp
+
+
+@pytest.fixture
+async def api(aiohttp_server: Any) -> AsyncIterator[Api]:
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/ns/configmaps/{name}", _object)
+    app.router.add_patch("/api/v1/namespaces/ns/configmaps/{name}/status", _patch)
+    app.router.add_get("/api/v1/configmaps", _watch)
+    server = await aiohttp_server(app)
+    configuration = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"),
+                                             api_key={"BearerToken": "s3cret"},
+                                             api_key_prefix={"BearerToken": "Bearer"})
+    api_client = k8s_client.ApiClient(configuration)
+    try:
+        api = Api.of(api_client)
+        assert isinstance(api, Api)
+        yield api
+    finally:
+        await api_client.close()
+
+
+async def test_api_request_decodes_json_and_raises_api_exception(api: Api) -> None:
+    got = await api.request("GET", "/api/v1/namespaces/ns/configmaps/a", query=[("limit", "1")], timeout=5)
+    assert got == {"kind": "ConfigMap", "metadata": {"name": "a"}, "query": {"limit": "1"}}
+    with pytest.raises(ApiException) as raised:
+        await api.request("GET", "/api/v1/namespaces/ns/configmaps/missing")
+    assert raised.value.status == 404 and 'configmaps "missing" not found' in str(raised.value.reason)
+    patched = await api.request("PATCH", "/api/v1/namespaces/ns/configmaps/a/status", body={"status": {"x": 1}},
+                                content_type="application/merge-patch+json")
+    assert patched == {"contentType": "application/merge-patch+json", "body": {"status": {"x": 1}}}
+
+
+async def test_api_watch_splits_lines_of_any_size(api: Api) -> None:
+    events = [e async for e in api.watch("/api/v1/configmaps", [("watch", "true")], timeout=5)]
+    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "DELETED"]
+    assert events[1]["object"]["data"]["big"] == BIG
