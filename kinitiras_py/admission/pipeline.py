@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,8 +70,19 @@ class Pipeline:
                 errors[key] = str(e)
         return params, errors
 
-    def _variables(self, request: Request, obj: Obj) -> dict[str, Any]:
-        return {"object": obj, "oldObject": request.old_object, "request": request.cel_request()}
+    async def _variables(self, request: Request, obj: Obj) -> dict[str, Any]:
+        return {"object": obj, "oldObject": request.old_object, "request": request.cel_request(),
+                "namespaceObject": await self._namespace_object(request)}
+
+    async def _namespace_object(self, request: Request) -> Obj | None:
+        # Rules may look at the object's Namespace (its labels, typically); a failed lookup is null.
+        if not request.namespace:
+            return None
+        try:
+            return await asyncio.wait_for(self.store.get("v1", "Namespace", None, request.namespace),
+                                          self.lookup_timeout)
+        except (LookupError, TimeoutError):
+            return None
 
     async def mutate(self, request: Request) -> Mutation:
         """Apply the override policies. DELETE and CONNECT change nothing (there is no object to keep)."""
@@ -78,14 +90,19 @@ class Pipeline:
             return Mutation(object=request.object)
         matches = list(self.overrides.matching(request.object, request.operation))
         params, errors = await self._params(matches, request.object)
-        return overriding.mutate(matches, request.object, self._variables(request, request.object), params, errors)
+        if not matches:
+            return Mutation(object=request.object)
+        variables = await self._variables(request, request.object)
+        return overriding.mutate(matches, request.object, variables, params, errors)
 
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
         """Apply the validate policies to ``obj`` (default: the request's object)."""
         obj = request.object if obj is None else obj
         matches = list(self.validations.matching(obj, request.operation))
         params, errors = await self._params(matches, obj)
-        return validating.validate(matches, self._variables(request, obj), params, errors)
+        if not matches:
+            return Verdict()
+        return validating.validate(matches, await self._variables(request, obj), params, errors)
 
     async def admit(self, request: Request) -> Decision:
         """Mutation then validation of the mutated object, as the API server would run them."""

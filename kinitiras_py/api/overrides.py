@@ -95,8 +95,8 @@ class OverrideRuleOrigin(Model):
 
 @dataclass(frozen=True, kw_only=True)
 class Overriders(Model):
-    """How a rule changes the object; the parts run in this order: renderedCel, cel, origin,
-    plaintext."""
+    """How a rule changes the object; the parts run in this order: renderedCel (from template),
+    cel, plaintext, origin, each seeing the previous one's result."""
 
     plaintext: list[PlaintextOverrider] = prop("JSON patch operations applied as written.",
                                                factory=list)

@@ -255,7 +255,9 @@ def _metadata_keys(template: Obj, path: str) -> list[PolicyError]:
         entries = [(k, f"{path}.value.stringMap[{k}]", v, f"{path}.value.stringMap[{k}]")
                    for k, v in _dict(value["stringMap"]).items()]
     elif isinstance(template.get("path"), str):
-        text = render.constant_text(value, f"{path}.value") if value else None
+        # A remove names its key in path; its value (if any) is ignored.
+        text = (render.constant_text(value, f"{path}.value")
+                if value and template.get("operation") != "remove" else None)
         entries = [(template["path"], f"{path}.path", text, f"{path}.value")]
     errors = []
     for key, key_path, text, value_path in entries:

@@ -1,0 +1,56 @@
+"""The admission pipeline: variables rules see, and what happens without matching policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from kinitiras_py.admission.pipeline import Pipeline, Request
+from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.offline.static import StaticStore
+
+NEEDS_ENV = yaml.safe_load("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: env-label}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]
+  validateRules:
+  - cel: >
+      namespaceObject != null && has(namespaceObject.metadata.labels) &&
+      'env' in namespaceObject.metadata.labels
+    message: the namespace needs an env label
+""")
+CM: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "team-a"}}
+
+
+def pipeline(*namespaces: dict[str, Any]) -> Pipeline:
+    compiled = compile_policy(NEEDS_ENV)
+    return Pipeline(PolicyIndex(), PolicyIndex([compiled]), StaticStore(list(namespaces)))
+
+
+def namespace(labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": labels}}
+
+
+async def test_rules_see_the_namespace_object() -> None:
+    request = Request("CREATE", CM, namespace="team-a")
+    assert (await pipeline(namespace({"env": "prod"})).validate(request)).allowed
+    verdict = await pipeline(namespace({"other": "x"})).validate(request)
+    assert not verdict.allowed
+    assert verdict.message == "ClusterValidatePolicy env-label: the namespace needs an env label"
+
+
+async def test_a_missing_namespace_object_is_null() -> None:
+    verdict = await pipeline().validate(Request("CREATE", CM, namespace="team-a"))
+    assert not verdict.allowed
+
+
+async def test_no_matching_policy_is_allowed_untouched() -> None:
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "team-a"}}
+    p = pipeline()
+    assert (await p.validate(Request("CREATE", secret, namespace="team-a"))).allowed
+    mutation = await p.mutate(Request("CREATE", secret, namespace="team-a"))
+    assert mutation.patch == [] and mutation.object is secret
