@@ -1,8 +1,10 @@
 # One command set, used the same way locally and in CI (.ci/run).
 PYTHON ?= python3
 STAMP := .make/installed
+IMG ?= kinitiras-py:0.1.0
+DEPLOY_DIR ?= config
 
-.PHONY: help install demo demo-down test unit lint crds clean
+.PHONY: help install demo demo-down test unit lint crds clean image deploy undeploy
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -36,3 +38,13 @@ crds: ## regenerate api/ from the models
 
 clean: ## remove build stamps and caches of this checkout
 	rm -rf .make .pytest_cache .mypy_cache .ruff_cache
+
+image: ## build the controller image IMG (needs docker)
+	docker build -t $(IMG) .
+
+deploy: ## install CRDs, RBAC and the controller with image IMG (DEPLOY_DIR=config/overlays/k8s-1.20 for 1.20)
+	kubectl kustomize $(DEPLOY_DIR) | sed -E 's#(image: )kinitiras-py(:[^[:space:]]*)?$$#\1$(IMG)#' | kubectl apply -f -
+
+undeploy: ## remove the webhook configurations first, then everything deploy installed (policies too)
+	kubectl delete mutatingwebhookconfiguration,validatingwebhookconfiguration kinitiras-py --ignore-not-found
+	kubectl delete -k $(DEPLOY_DIR) --ignore-not-found

@@ -48,5 +48,7 @@ class Verdict:
     policy: str = ""
     warnings: list[str] = field(default_factory=list)
     audit: list[str] = field(default_factory=list)
+    failure: RuleFailure | None = None
+    """The rule error that denied the request (failurePolicy Fail), if that is why."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds spent per matching policy (by policy ref), for metrics."""

@@ -95,5 +95,7 @@ def validate(matches: Iterable[tuple[CompiledPolicy, ValidateRule]], variables: 
             verdict.warnings.append(text)
         if "Deny" in rule.actions:
             verdict.allowed, verdict.message, verdict.policy = False, text, policy.ref
+            if error is not None:
+                verdict.failure = failure
             return verdict
     return verdict

@@ -392,7 +392,8 @@ def _cache_key(req: _Request) -> tuple[object, ...]:
 
 def _headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
     """Response headers by name; repeated headers joined with ``, ``."""
-    return {name: ", ".join(resp.headers.getall(name)) for name in dict.fromkeys(resp.headers.keys())}
+    # aiohttp's keys are multidict.istr; plain str keeps them usable as JSON and in CEL.
+    return {str(name): ", ".join(resp.headers.getall(name)) for name in dict.fromkeys(resp.headers.keys())}
 
 
 def _result(req: _Request, answer: _Answer) -> Obj:

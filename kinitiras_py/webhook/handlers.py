@@ -101,6 +101,8 @@ class Handlers:
         if verdict.audit and not req.dry_run:
             for entry in verdict.audit:
                 log.info("audit", extra={"uid": review.uid, "finding": entry})
+        if verdict.failure is not None:
+            self._report(verdict.failure, req.dry_run)
         if not verdict.allowed:
             return codec.denied(review.api_version, review.uid, verdict.message, 403, warnings + verdict.warnings), 403
         return codec.allowed(review.api_version, review.uid, None, warnings + verdict.warnings, verdict.audit), 200

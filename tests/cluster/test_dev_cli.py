@@ -29,10 +29,10 @@ def test_up_status_second_up_and_down(tmp_path: Path) -> None:
     assert up.stdout.strip() == f"export KUBECONFIG={run_dir / 'kubeconfig'}"
     pids = json.loads((run_dir / "state.json").read_text())["pids"]
     try:
-        assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager"}
+        assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "webhook"}
         status = _cli("status", "--run-dir", str(run_dir))
         assert status.returncode == 0
-        assert status.stdout.count("running") == 3, status.stdout
+        assert status.stdout.count("running") == 4, status.stdout
 
         again = _cli("up", "--run-dir", str(run_dir))
         assert again.returncode == 1
@@ -43,6 +43,17 @@ def test_up_status_second_up_and_down(tmp_path: Path) -> None:
     assert all(not processes.alive(pid) for pid in pids.values())
     assert not run_dir.exists()
     assert _cli("status", "--run-dir", str(run_dir)).returncode == 1
+
+
+def test_no_webhook_is_a_baseline(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    up = _cli("up", "--run-dir", str(run_dir), "--no-webhook")
+    try:
+        assert up.returncode == 0, up.stderr
+        pids = json.loads((run_dir / "state.json").read_text())["pids"]
+        assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager"}
+    finally:
+        _cli("down", "--run-dir", str(run_dir))
 
 
 def test_fixed_port_in_use_is_a_clear_error(tmp_path: Path) -> None:

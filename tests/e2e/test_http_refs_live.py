@@ -23,9 +23,6 @@ from tests.e2e.conftest import Webhook, wait_for
 pytestmark = pytest.mark.cluster
 
 SLOW_SECONDS = 3.0
-HTTP_HEADER_BUG = ("product bug: every successful http lookup fails at evaluation with \"Non-CEL value type ... "
-                   "multidict._multidict.istr\": AiohttpClient (_headers in kinitiras_py/refs/http.py) keys the "
-                   "response headers by aiohttp's istr, which the CEL runtime refuses")
 
 
 @dataclass
@@ -132,7 +129,6 @@ def labels_of(cluster: Cluster, resource: str, name: str, namespace: str) -> dic
     return json.loads(out)["metadata"].get("labels") or {}
 
 
-@pytest.mark.xfail(strict=True, reason=HTTP_HEADER_BUG)
 @pytest.mark.parametrize("path", ["body.team", "team"])
 def test_configmap_gets_the_label_from_the_http_answer(cluster: Cluster, webhook: Webhook, namespace: str,
                                                        lookups: Lookups, path: str) -> None:
@@ -142,7 +138,6 @@ def test_configmap_gets_the_label_from_the_http_answer(cluster: Cluster, webhook
     assert labels_of(cluster, "cm", "billing", namespace) == {"example.com/team": "team-billing"}
 
 
-@pytest.mark.xfail(strict=True, reason=HTTP_HEADER_BUG)
 def test_pod_gets_the_label_from_the_http_answer(cluster: Cluster, webhook: Webhook, namespace: str,
                                                  lookups: Lookups) -> None:
     apply_policy(cluster, label_policy("pod-team", f"{lookups.url}/team", "body.team", kind="Pod"), "op", namespace)
@@ -150,7 +145,6 @@ def test_pod_gets_the_label_from_the_http_answer(cluster: Cluster, webhook: Webh
     assert labels_of(cluster, "pod", "web-1", namespace) == {"example.com/team": "team-web-1", "run": "web-1"}
 
 
-@pytest.mark.xfail(strict=True, reason=HTTP_HEADER_BUG)
 def test_validate_condition_reads_the_http_answer(cluster: Cluster, webhook: Webhook, namespace: str,
                                                   lookups: Lookups) -> None:
     policy = {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ValidatePolicy",
