@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 
+from kinitiras_py.base import aiotasks
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Api, ApiException, Resource
 
@@ -135,10 +136,7 @@ class Informer:
     async def stop(self) -> None:
         """Cancel the loop and wait for it; the open watch connection is closed."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await aiotasks.cancel(task)
 
     # -- reads ----------------------------------------------------------------------------------
 

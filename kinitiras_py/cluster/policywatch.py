@@ -10,13 +10,13 @@ status-only updates and relists do not recompile.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kinitiras_py.api import policies as models
+from kinitiras_py.base import aiotasks
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
@@ -104,10 +104,7 @@ class PolicyWatch:
     async def stop(self) -> None:
         """Stop the informers (the indexes keep their contents)."""
         task, self._sync_task = self._sync_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await aiotasks.cancel(task)
         await asyncio.gather(*(informer.stop() for informer in self.informers.values()))
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:

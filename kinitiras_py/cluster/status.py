@@ -10,7 +10,6 @@ is redone from the newer event. Failures are logged, never raised.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from kinitiras_py.api import policies as models
+from kinitiras_py.base import aiotasks
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Api, ApiException
 from kinitiras_py.cluster.policywatch import policy_resources
@@ -117,10 +117,7 @@ class StatusWriter:
     async def stop(self) -> None:
         """Stop the worker; pending writes are dropped."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await aiotasks.cancel(task)
 
     async def flush(self, timeout: float = 10.0) -> None:
         """Wait until every recorded change has been written (or given up on)."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
 
 from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.base import aiotasks
 from kinitiras_py.cluster import client as cluster_client
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.status import StatusWriter
@@ -79,9 +79,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     finally:
         log.info("shutting down")
         await server.stop()
-        gauges.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await gauges
+        await aiotasks.cancel(gauges)
         await watch.stop()
         await status.stop()
         await http.close()
