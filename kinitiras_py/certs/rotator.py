@@ -46,6 +46,7 @@ import logging
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Generic, TypeVar
 
+from kinitiras_py.base import aiotasks
 from kinitiras_py.certs import policy as decisions
 from kinitiras_py.certs.authority import KeyPair
 from kinitiras_py.certs.policy import TLS_CERT, TLS_KEY, Action, Policy, Step
@@ -158,10 +159,7 @@ class Rotator:
     async def stop(self, forget: bool = True) -> None:
         """Stop the loop; with ``forget``, delete this replica's serving report (best effort)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await aiotasks.cancel(task)
         if forget:
             try:
                 async with asyncio.timeout(STOP_TIMEOUT):
@@ -193,44 +191,54 @@ class Rotator:
         """Read the store, reload and report as a replica, then (leader only) plan and act.
         Returns the leader's last step, or None when not leading or nothing needed planning."""
         async with self._lock:
-            now = self._clock()
-            leader = self._is_leader()
-            if leader and not self._was_leader:
-                log.info("leading certificate rotation", extra={"replica": self.replica_id})
-                self._injected, self._planned_version = None, None
-            self._was_leader = leader
-            snapshot = await self.store.read()
-            if snapshot is not None:
-                snapshot = await self._observe(snapshot, now)
-            if not leader:
-                return None
-            due = (self._force_ca or self._force_leaf or now >= self._next_plan
-                   or snapshot is None or snapshot.version != self._planned_version)
-            if not due:
-                return None
-            step, snapshot = await self._lead(snapshot, now)
-            self._planned_version = snapshot.version if snapshot is not None and step.action == Action.IDLE else None
-            if step.action == Action.IDLE:
-                self._next_plan = now + self.check_interval
-            return step
+            return await self._check()
+
+    async def _check(self) -> Step | None:
+        now = self._clock()
+        leader = self._is_leader()
+        if leader and not self._was_leader:
+            log.info("leading certificate rotation", extra={"replica": self.replica_id})
+            self._injected, self._planned_version = None, None
+        self._was_leader = leader
+        snapshot = await self.store.read()
+        if snapshot is not None:
+            snapshot = await self._observe(snapshot, now)
+        if not leader:
+            return None
+        due = (self._force_ca or self._force_leaf or now >= self._next_plan
+               or snapshot is None or snapshot.version != self._planned_version)
+        if not due:
+            return None
+        step, snapshot = await self._lead(snapshot, now)
+        self._planned_version = snapshot.version if snapshot is not None and step.action == Action.IDLE else None
+        if step.action == Action.IDLE:
+            self._next_plan = now + self.check_interval
+        return step
 
     async def rotate_leaf_now(self) -> Step:
-        """Leader only: issue a new leaf now (after the usual CA and injection checks)."""
+        """Leader only: issue a new leaf now (after the usual CA and injection checks); returns the
+        last step. Raises RuntimeError when not leading or when the leaf could not be issued
+        (for example while the injection hook keeps answering False)."""
         return await self._forced(leaf=True)
 
     async def rotate_ca_now(self) -> Step:
-        """Leader only: start a CA rotation now; returns after the new leaf is written (the old
-        CA leaves the bundle later, once every replica reports the new leaf)."""
+        """Leader only: start a CA rotation now. Returns the last step: WAIT once the new leaf is
+        written and other replicas have yet to report it (the old CA leaves the bundle later),
+        IDLE when this replica was the only one, INJECT while the hook has not confirmed the
+        bundle (the rotation then goes on at the next checks)."""
         return await self._forced(ca=True)
 
     async def _forced(self, ca: bool = False, leaf: bool = False) -> Step:
         if not self._is_leader():
             raise RuntimeError(f"replica {self.replica_id} is not the leader")
-        self._force_ca, self._force_leaf = self._force_ca or ca, self._force_leaf or leaf
-        step = await self.check()
-        if self._force_ca or self._force_leaf:
+        async with self._lock:
+            self._force_ca, self._force_leaf = ca, leaf
+            try:
+                step = await self._check()
+            finally:
+                pending, self._force_ca, self._force_leaf = self._force_ca or self._force_leaf, False, False
+        if pending or step is None:
             raise RuntimeError(f"the forced rotation did not happen: {step}")
-        assert step is not None
         return step
 
     async def _observe(self, snapshot: Snapshot, now: dt.datetime) -> Snapshot:

@@ -33,6 +33,7 @@ from typing import Any
 
 import aiohttp
 
+from kinitiras_py.base import aiotasks
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Api, ApiException
 
@@ -117,10 +118,7 @@ class LeaderElector:
         """Stop campaigning; when leading, step down (listeners run first) and, with ``release``,
         free the Lease. ``release=False`` simulates a crash."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await aiotasks.cancel(task)
         if self.is_leader:
             await self._set_leading(False)
             if release:

@@ -129,12 +129,18 @@ class Reconciler:
     ``start()`` runs the loop as a task, ``stop()`` ends it; ``reconcile()`` does one pass and
     ``inject()`` pushes a CA bundle now. ``ready`` is set after the first pass that wrote or
     verified both configurations.
+
+    With several replicas, pass ``is_leader``: only the leader writes (replicas whose caches or
+    CA bundle lag would otherwise undo its writes); a follower's passes write nothing and it is
+    ready at once. A replica that becomes leader checks at once. ``inject()`` always writes: the
+    rotator calls it on the leader only.
     """
 
     def __init__(self, client: Any, reg: Registration, watch: PolicySource, mapper: RestMapper | None,
                  bundle_source: BundleSource, *, catalog: rules.Catalog | None = None, debounce: float = 1.0,
                  max_delay: float = 10.0, poll_interval: float = 0.25, resync_interval: float = 60.0,
-                 retry_interval: float = 5.0, max_backoff: float = 60.0, label_namespaces: bool = False) -> None:
+                 retry_interval: float = 5.0, max_backoff: float = 60.0, label_namespaces: bool = False,
+                 is_leader: Callable[[], bool] = lambda: True) -> None:
         self._client = client
         self.reg = reg
         self._watch = watch
@@ -156,6 +162,7 @@ class Reconciler:
         self._task: asyncio.Task[None] | None = None
         self._skipped: list[str] = []
         self.label_namespaces = label_namespaces
+        self.is_leader = is_leader
         self._namespaces_checked = False
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -211,6 +218,8 @@ class Reconciler:
                 except _ERRORS as e:
                     log.warning("injecting the CA bundle into %s %s failed: %s", kind, name, e)
                     ok = False
+        if not ok:
+            self.notify()  # a pass soon writes whatever is missing, with this bundle
         return ok
 
     async def _inject_one(self, kind: str, name: str, encoded: str) -> bool:
@@ -248,6 +257,9 @@ class Reconciler:
         """One pass: compute and write what differs. True when both configurations now match
         (written or already so); False when the bundle is missing or the rules are incomplete
         and the existing configurations were kept."""
+        if not self.is_leader():
+            self.ready.set()  # the leader writes; a follower has nothing to wait for
+            return True
         async with self._lock:
             self.passes += 1
             wanted = await self.desired()
@@ -321,9 +333,14 @@ class Reconciler:
         backoff = 0.0
         next_due = 0.0  # time.monotonic() of the next pass even without changes
         seen: frozenset[tuple[str, str, int]] | None = None
+        leading = self.is_leader()
         while True:
             now = time.monotonic()
             current = self.fingerprint()
+            if not leading and self.is_leader():
+                leading = True
+                next_due = now  # a new leader checks at once
+            leading = leading and self.is_leader()
             if current == seen and not self._wake.is_set() and now < next_due:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), min(self.poll_interval, next_due - now))
@@ -333,9 +350,10 @@ class Reconciler:
             self._wake.clear()
             try:
                 done = await self.reconcile()
-            except (*_ERRORS, ValueError) as e:
+            except Exception as e:  # the loop must outlive any one failure
                 backoff = min(max(backoff * 2, self.retry_interval), self.max_backoff)
-                log.warning("reconciling the webhook configurations failed (retry in %.0f s): %s", backoff, e)
+                log.warning("reconciling the webhook configurations failed (retry in %.0f s): %s", backoff, e,
+                            exc_info=not isinstance(e, _ERRORS))
                 next_due = time.monotonic() + backoff
                 seen = current
                 continue

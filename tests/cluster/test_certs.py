@@ -8,7 +8,7 @@ import hashlib
 import json
 import ssl
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -38,10 +38,10 @@ async def api(cluster: Cluster) -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-def namespace(cluster: Cluster) -> AsyncIterator[str]:
+def namespace(cluster: Cluster) -> Iterator[str]:
     name = f"certs-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", name, check=True)
-    yield name  # type: ignore[misc]
+    yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 

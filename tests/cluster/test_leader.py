@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -30,10 +30,10 @@ async def api(cluster: Cluster) -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-def namespace(cluster: Cluster) -> AsyncIterator[str]:
+def namespace(cluster: Cluster) -> Iterator[str]:
     name = f"lead-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", name, check=True)
-    yield name  # type: ignore[misc]
+    yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
@@ -43,7 +43,8 @@ def elector(api: Any, namespace: str, identity: str) -> LeaderElector:
 
 
 async def lease(api: Any, namespace: str) -> dict[str, Any]:
-    return await Api.of(api).request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/webhook-leader")
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/webhook-leader"
+    return await Api.of(api).request("GET", path)
 
 
 async def first_leader(electors: list[LeaderElector], within: float) -> LeaderElector:
@@ -64,7 +65,10 @@ async def test_one_of_two_leads_and_keeps_renewing(api: Any, namespace: str) -> 
     electors = [elector(api, namespace, "one"), elector(api, namespace, "two")]
     changes: list[tuple[str, bool]] = []
     for e in electors:
-        e.on_change(lambda leading, e=e: changes.append((e.identity, leading)))
+        def record(leading: bool, e: LeaderElector = e) -> None:
+            changes.append((e.identity, leading))
+
+        e.on_change(record)
         e.start()
     try:
         leader = await first_leader(electors, 5)

@@ -134,6 +134,7 @@ def _decimal(text: str, what: str) -> Decimal:
     return value
 
 
+@functools.lru_cache(maxsize=4096)
 def scale(text: str, factor: str, round_to: str) -> str:
     """``q.scale(factor, roundTo)``: q * factor rounded down to a multiple of roundTo.
 

@@ -13,6 +13,8 @@ from kinitiras_py.certs.policy import CA_CERT, CA_KEY, TLS_CERT, TLS_KEY, Action
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 DAY = dt.timedelta(days=1)
+HOUR = dt.timedelta(hours=1)
+MINUTE = dt.timedelta(minutes=1)
 POLICY = p.Policy.for_service("hook", "ns", ips=("127.0.0.1",))
 STALE = dt.timedelta(hours=3)
 
@@ -157,8 +159,8 @@ def test_stale_replicas_are_ignored() -> None:
     data = p.with_new_ca(old_data, p.inspect(old_data), now, POLICY)
     data = p.with_new_leaf(data, p.inspect(data), now, POLICY)
     annotations = {
-        p.report_key("live"): p.report_value(p.inspect(data).leaf_fingerprint or "", now - dt.timedelta(minutes=5)),
-        p.report_key("gone"): p.report_value(p.inspect(old_data).leaf_fingerprint or "", now - 4 * dt.timedelta(hours=1)),
+        p.report_key("live"): p.report_value(p.inspect(data).leaf_fingerprint or "", now - 5 * MINUTE),
+        p.report_key("gone"): p.report_value(p.inspect(old_data).leaf_fingerprint or "", now - 4 * HOUR),
         p.report_key("junk"): "not json",
         "unrelated/annotation": "x",
     }

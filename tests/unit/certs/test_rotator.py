@@ -124,8 +124,8 @@ async def test_ca_rotation_waits_for_every_replica_then_drops_the_old_ca(replica
     await a.check()
     await b.check()
     old_bundle, old_leaf = replicas.inject.last, a.fingerprint
-    step = await a.rotate_ca_now()
-    assert step.action == Action.WAIT and step.behind == (b.report_key,)
+    forced = await a.rotate_ca_now()
+    assert forced.action == Action.WAIT and forced.behind == (b.report_key,)
     data = await replicas.data()
     ins = p.inspect(data)
     # published old+new, injected it, issued the leaf from the new CA; a serves it already
@@ -153,8 +153,8 @@ async def test_a_stale_replica_does_not_hold_the_rotation_back(replicas: Replica
     assert gone.report_key in await replicas.annotations()
     replicas.clock.now = T0 + 2 * dt.timedelta(hours=1)
     await b.check()  # b's heartbeat is due after one check interval: b stays fresh
-    step = await a.rotate_ca_now()
-    assert step.action == Action.WAIT and set(step.behind) == {b.report_key, gone.report_key}
+    forced = await a.rotate_ca_now()
+    assert forced.action == Action.WAIT and set(forced.behind) == {b.report_key, gone.report_key}
     replicas.clock.now = T0 + 3 * dt.timedelta(hours=1) + dt.timedelta(minutes=1)  # gone is stale now
     await b.check()
     step = await a.check()

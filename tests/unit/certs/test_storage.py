@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -43,8 +44,8 @@ async def test_modify_rereads_and_redecides_after_a_conflict(tmp_path: Path) -> 
 
         raced = False
 
-        async def update(self, snapshot: Snapshot, data: dict[str, bytes],  # type: ignore[override]
-                         annotations: dict[str, str | None] | None = None) -> Snapshot:
+        async def update(self, snapshot: Snapshot, data: Mapping[str, bytes],
+                         annotations: Mapping[str, str | None] | None = None) -> Snapshot:
             if not self.raced:
                 self.raced = True
                 await FileStore(self.directory).annotate({"counter": "5"})
@@ -68,7 +69,7 @@ async def test_modify_creates_when_missing_and_gives_up_eventually(tmp_path: Pat
     assert unchanged == made
 
     class Always(FileStore):
-        async def update(self, *_args: object, **_kwargs: object) -> Snapshot:  # type: ignore[override]
+        async def update(self, *_args: object, **_kwargs: object) -> Snapshot:
             raise Conflict("always")
 
     with pytest.raises(Conflict, match="after 3 attempts"):

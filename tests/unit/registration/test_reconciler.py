@@ -371,3 +371,20 @@ async def test_opt_in_mode_sets_the_object_selector() -> None:
     rec.reg = Registration()
     await rec.reconcile()
     assert rec.writes == 4  # the selector's removal is a difference too
+
+
+async def test_only_the_leader_writes_and_a_new_leader_checks_at_once() -> None:
+    api, watch = FakeApi(), FakeWatch()
+    leader = [False]
+    rec = make(api, watch, is_leader=lambda: leader[0], poll_interval=0.01, debounce=0.01, resync_interval=60)
+    assert await rec.reconcile() is True and rec.ready.is_set()
+    assert api.log == []
+    rec.start()
+    try:
+        await asyncio.sleep(0.1)
+        assert api.writes() == 0
+        leader[0] = True
+        await asyncio.sleep(0.2)
+        assert api.writes() == 2
+    finally:
+        await rec.stop()
