@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--object-selector", metavar="KEY=VALUE",
                    help="opt-in mode: only objects with this label reach the webhook (kinitiras' behaviour)")
     p.add_argument("--no-register", action="store_true", help="do not write the webhook configurations")
+    p.add_argument("--label-excluded-namespaces", action="store_true",
+                   help="label kube-system and our namespace so the webhook skips them (Kubernetes < 1.21 "
+                        "has no kubernetes.io/metadata.name label; needs RBAC to patch namespaces)")
     p.set_defaults(handler=_serve)
 
 
@@ -54,7 +57,7 @@ def _serve(args: argparse.Namespace) -> int:
             service_name=args.service_name, service_namespace=args.service_namespace,
             failure_policy=args.failure_policy, object_selector=selector,
             excluded_namespaces=("kube-system", args.service_namespace)),
-        register=not args.no_register, kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
+        register=not args.no_register, label_namespaces=args.label_excluded_namespaces, kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
     )
     asyncio.run(running.run(settings))
     return 0

@@ -184,6 +184,7 @@ def start_webhook(state: State, log: Callable[[str], None] = print) -> None:
         sys.executable, "-m", "kinitiras_py", "serve", f"--kubeconfig={state.kubeconfig}",
         "--bind-address=127.0.0.1", f"--port={port}", f"--cert-dir={cert_dir}",
         f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=", "--log-level=debug",
+        "--label-excluded-namespaces",
     ], run_dir / "logs" / "webhook.log")
     _save(state)
     context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))

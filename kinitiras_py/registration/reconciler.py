@@ -149,6 +149,7 @@ class Reconciler:
         self.debounce, self.max_delay, self.poll_interval = debounce, max_delay, poll_interval
         self.resync_interval, self.retry_interval, self.max_backoff = resync_interval, retry_interval, max_backoff
         self.ready = asyncio.Event()
+        self._included: dict[str, tuple[CompiledPolicy, float]] = {}
         self.writes = 0
         """How many times a configuration was written (apply or caBundle patch)."""
         self.passes = 0
@@ -179,6 +180,23 @@ class Reconciler:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    async def include(self, policy: CompiledPolicy) -> None:
+        """Cover ``policy``'s selectors now, while it is being admitted (before it is indexed).
+
+        Otherwise an object created right after `kubectl apply` of a policy can arrive before its
+        kind is in the webhook rules. Entries expire after a while: if the policy was refused
+        elsewhere, the rules shrink back on a later pass.
+        """
+        self._included[PolicyIndex.key(policy)] = (policy, time.monotonic() + 60.0)
+        await self.reconcile()
+
+    def _admitted(self) -> list[CompiledPolicy]:
+        now = time.monotonic()
+        for key, (_policy, until) in list(self._included.items()):
+            if until < now:
+                del self._included[key]
+        return [policy for policy, _until in self._included.values()]
 
     def notify(self) -> None:
         """Reconcile soon (after the debounce), e.g. from ``PolicyWatch.on_change``."""
@@ -248,7 +266,7 @@ class Reconciler:
         bundle = await self.current_bundle()
         if not bundle:
             return None
-        policies = list(_policies(self._watch))
+        policies = list(_policies(self._watch)) + self._admitted()
         ruleset = await rules.compute_rules((p.selectors for p in policies), self.catalog)
         reg = dataclasses.replace(self.reg, side_effects=side_effects(policies))
         return list(builder.desired(reg, bundle, ruleset.rules)), ruleset

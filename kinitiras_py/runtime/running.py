@@ -6,16 +6,18 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base import aiotasks
 from kinitiras_py.cluster import client as cluster_client
+from kinitiras_py.cluster.client import RestMapper
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.status import StatusWriter
 from kinitiras_py.cluster.store import InformerStore
 from kinitiras_py.engine.results import RuleFailure
 from kinitiras_py.refs.http import AiohttpClient
-from kinitiras_py.registration import applying
+from kinitiras_py.registration.reconciler import Reconciler
 from kinitiras_py.runtime.settings import Settings
 from kinitiras_py.webhook import server as webhook_server
 from kinitiras_py.webhook.app import make_app, make_metrics_app
@@ -38,7 +40,6 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     metrics = Metrics()
     watch = PolicyWatch(api)
     status = StatusWriter(api, watch.get)
-    watch.on_change = status.on_change
     store = InformerStore(api)
     http = AiohttpClient(store=store)
     pipeline = Pipeline(watch.overrides, watch.validations, store, http, lookup_timeout=settings.lookup_timeout)
@@ -51,11 +52,22 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         asyncio.get_running_loop().create_task(
             status.emit_rule_error(kind, namespace or None, name, str(failure)))
 
-    registered = asyncio.Event()
+    reconciler = Reconciler(api, settings.registration, watch, RestMapper(api),
+                            bundle_source=lambda: (cert_dir / "ca.crt").read_bytes(),
+                            label_namespaces=settings.label_namespaces, debounce=0.1)
+
+    async def on_policy_change(*args: Any) -> None:
+        # New policies widen the webhook rules at once, so they are in force within a moment.
+        await status.on_change(*args)
+        reconciler.notify()
+
+    watch.on_change = on_policy_change
+    registered = reconciler.ready if settings.register else asyncio.Event()
     if not settings.register:
         registered.set()
     handlers = Handlers(pipeline, metrics, deadline=settings.server.deadline,
-                        ready=lambda: watch.synced.is_set() and registered.is_set(), on_rule_failure=on_rule_failure)
+                        ready=lambda: watch.synced.is_set() and registered.is_set(), on_rule_failure=on_rule_failure,
+                        on_policy_admitted=reconciler.include if settings.register else None)
     separate_metrics = bool(settings.server.metrics_address)
     metrics_host, metrics_port = (_split_address(settings.server.metrics_address) if separate_metrics
                                   else ("127.0.0.1", 0))
@@ -70,8 +82,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     try:
         await watch.synced.wait()
         if settings.register:
-            await applying.register(api, settings.registration, (cert_dir / "ca.crt").read_bytes())
-            registered.set()
+            # The reconciler keeps the webhook rules scoped to what the policies select.
+            reconciler.start()
+            await reconciler.ready.wait()
         if started is not None:
             await started(server.port)
         log.info("ready", extra={"policies": watch.counts()})
@@ -79,6 +92,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     finally:
         log.info("shutting down")
         await server.stop()
+        await reconciler.stop()
         await aiotasks.cancel(gauges)
         await watch.stop()
         await status.stop()

@@ -28,6 +28,8 @@ class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     registration: Registration = field(default_factory=Registration)
     register: bool = True
+    label_namespaces: bool = False
+    """Label excluded namespaces so the namespaceSelector skips them (needed before Kubernetes 1.21)."""
     kubeconfig: str | None = None
     lookup_timeout: float = 2.3
     """Below the deadline, so an overrunning lookup is decided by the rule's failurePolicy."""

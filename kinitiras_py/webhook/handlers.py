@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -13,6 +13,7 @@ from aiohttp import web
 from kinitiras_py.admission import policies
 from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base.errors import ReviewError
+from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.results import RuleFailure
 from kinitiras_py.webhook import codec
 from kinitiras_py.webhook.metrics import Metrics
@@ -31,6 +32,8 @@ class Handlers:
     """Answer before the API server's webhook timeout (3 s by default), whatever happens."""
     ready: Callable[[], bool] = lambda: True
     on_rule_failure: Callable[[RuleFailure], None] | None = None
+    on_policy_admitted: Callable[[CompiledPolicy], Awaitable[None]] | None = None
+    """Called (and awaited) before a valid policy is admitted, e.g. to widen the webhook rules."""
 
     def _respond(self, endpoint: str, body: bytes, code: int, started: float) -> web.Response:
         self.metrics.requests.labels(endpoint, str(code)).inc()
@@ -96,6 +99,11 @@ class Handlers:
             if admission.error is not None:
                 return codec.denied(review.api_version, review.uid, admission.error, 403), 403
             warnings += admission.warnings
+            if admission.compiled is not None and self.on_policy_admitted is not None and not req.dry_run:
+                try:
+                    await self.on_policy_admitted(admission.compiled)
+                except Exception:  # the policy is still valid; the reconciler catches up later
+                    log.exception("preparing the webhook rules for a new policy failed")
         verdict = await self.pipeline.validate(req)
         self.metrics.observe_verdict(verdict)
         if verdict.audit and not req.dry_run:
