@@ -32,6 +32,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--object-selector", metavar="KEY=VALUE",
                    help="opt-in mode: only objects with this label reach the webhook (kinitiras' behaviour)")
     p.add_argument("--no-register", action="store_true", help="do not write the webhook configurations")
+    p.add_argument("--cert-secret", metavar="NAME",
+                   help="keep the CA and serving certificate in this Secret of --service-namespace, created and "
+                        "rotated by the Lease holder (default: serve the files in --cert-dir as they are)")
+    p.add_argument("--cert-dns", action="append", default=[], metavar="NAME",
+                   help="extra DNS name for the serving certificate (repeatable)")
+    p.add_argument("--cert-ip", action="append", default=[], metavar="IP",
+                   help="IP address for the serving certificate, e.g. 127.0.0.1 (repeatable)")
+    p.add_argument("--lease-name", default="kinitiras-py-webhook", help="Lease used to elect the rotating replica")
+    p.add_argument("--cert-check-interval", type=float, default=3600.0,
+                   help="seconds between certificate expiry checks (default %(default)s)")
     p.add_argument("--label-excluded-namespaces", action="store_true",
                    help="label kube-system and our namespace so the webhook skips them (Kubernetes < 1.21 "
                         "has no kubernetes.io/metadata.name label; needs RBAC to patch namespaces)")
@@ -42,6 +52,7 @@ def _serve(args: argparse.Namespace) -> int:
     from kinitiras_py.base import logs
     from kinitiras_py.registration.builder import Registration
     from kinitiras_py.runtime import running
+    from kinitiras_py.runtime.certificates import CertSettings
     from kinitiras_py.runtime.settings import ServerSettings, Settings
 
     logs.configure(args.log_level, args.log_format)
@@ -57,7 +68,11 @@ def _serve(args: argparse.Namespace) -> int:
             service_name=args.service_name, service_namespace=args.service_namespace,
             failure_policy=args.failure_policy, object_selector=selector,
             excluded_namespaces=("kube-system", args.service_namespace)),
-        register=not args.no_register, label_namespaces=args.label_excluded_namespaces, kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
+        certs=CertSettings(secret=args.cert_secret, namespace=args.service_namespace, service=args.service_name,
+                           extra_dns=tuple(args.cert_dns), ips=tuple(args.cert_ip), lease=args.lease_name,
+                           check_interval=args.cert_check_interval),
+        register=not args.no_register, label_namespaces=args.label_excluded_namespaces,
+        kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
     )
     asyncio.run(running.run(settings))
     return 0

@@ -220,8 +220,7 @@ class Reconciler:
 
     async def inject(self, bundle: bytes) -> bool:
         """Write ``bundle`` as ``caBundle`` of every webhook now; True when both configurations
-        carry it afterwards (written or already so). False when a configuration does not exist
-        yet (the first pass creates it with this bundle) or the API server refused."""
+        carry it afterwards (written, created or already so); False when the API server refused."""
         if not bundle:
             raise ValueError("empty CA bundle")
         with contextlib.suppress(Exception):
@@ -237,7 +236,13 @@ class Reconciler:
                     log.warning("injecting the CA bundle into %s %s failed: %s", kind, name, e)
                     ok = False
         if not ok:
-            self.notify()  # a pass soon writes whatever is missing, with this bundle
+            # Missing configurations (first start) are created now, with this bundle: the rotator
+            # waits for True before it issues the serving certificate.
+            try:
+                ok = await self.reconcile()
+            except _ERRORS as e:
+                log.warning("writing the webhook configurations failed: %s", e)
+                self.notify()
         return ok
 
     async def _inject_one(self, kind: str, name: str, encoded: str) -> bool:

@@ -18,6 +18,7 @@ from kinitiras_py.cluster.store import InformerStore
 from kinitiras_py.engine.results import RuleFailure
 from kinitiras_py.refs.http import AiohttpClient
 from kinitiras_py.registration.reconciler import Reconciler
+from kinitiras_py.runtime import certificates
 from kinitiras_py.runtime.settings import Settings
 from kinitiras_py.webhook import server as webhook_server
 from kinitiras_py.webhook.app import make_app, make_metrics_app
@@ -44,7 +45,12 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     http = AiohttpClient(store=store)
     pipeline = Pipeline(watch.overrides, watch.validations, store, http, lookup_timeout=settings.lookup_timeout)
     cert_dir = settings.server.cert_dir
-    ssl_context = webhook_server.server_context(cert_dir / "tls.crt", cert_dir / "tls.key")
+
+    async def inject(bundle: bytes) -> bool:
+        return await reconciler.inject(bundle) if settings.register else True
+
+    certs = (certificates.rotating(api, settings.certs, inject) if settings.certs.secret
+             else certificates.static(cert_dir))
 
     def on_rule_failure(failure: RuleFailure) -> None:
         kind, _, ref = failure.policy.partition(" ")
@@ -53,7 +59,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
             status.emit_rule_error(kind, namespace or None, name, str(failure)))
 
     reconciler = Reconciler(api, settings.registration, watch, RestMapper(api),
-                            bundle_source=lambda: (cert_dir / "ca.crt").read_bytes(),
+                            bundle_source=certs.bundle, is_leader=certs.is_leader,
                             label_namespaces=settings.label_namespaces, debounce=0.1)
 
     async def on_policy_change(*args: Any) -> None:
@@ -66,16 +72,18 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     if not settings.register:
         registered.set()
     handlers = Handlers(pipeline, metrics, deadline=settings.server.deadline,
-                        ready=lambda: watch.synced.is_set() and registered.is_set(), on_rule_failure=on_rule_failure,
+                        ready=lambda: watch.synced.is_set() and registered.is_set() and certs.ready(),
+                        on_rule_failure=on_rule_failure,
                         on_policy_admitted=reconciler.include if settings.register else None)
     separate_metrics = bool(settings.server.metrics_address)
     metrics_host, metrics_port = (_split_address(settings.server.metrics_address) if separate_metrics
                                   else ("127.0.0.1", 0))
     server = webhook_server.Server(
         make_app(handlers, metrics_route=not separate_metrics), settings.server.bind_address, settings.server.port,
-        ssl_context, make_metrics_app(handlers) if separate_metrics else None, metrics_host, metrics_port,
+        certs.tls.context, make_metrics_app(handlers) if separate_metrics else None, metrics_host, metrics_port,
         shutdown_timeout=settings.server.shutdown_timeout)
     status.start()
+    certs.start()
     watch.start()
     gauges = asyncio.get_running_loop().create_task(_update_gauges(watch, metrics), name="gauges")
     await server.start()
@@ -93,6 +101,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         log.info("shutting down")
         await server.stop()
         await reconciler.stop()
+        await certs.stop()
         await aiotasks.cancel(gauges)
         await watch.stop()
         await status.stop()

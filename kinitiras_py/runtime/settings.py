@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kinitiras_py.registration.builder import Registration
+from kinitiras_py.runtime.certificates import CertSettings
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Settings:
 
     server: ServerSettings = field(default_factory=ServerSettings)
     registration: Registration = field(default_factory=Registration)
+    certs: CertSettings = field(default_factory=CertSettings)
     register: bool = True
     label_namespaces: bool = False
     """Label excluded namespaces so the namespaceSelector skips them (needed before Kubernetes 1.21)."""

@@ -183,8 +183,7 @@ async def test_nothing_is_written_without_a_bundle() -> None:
 async def test_inject_patches_only_the_ca_bundle() -> None:
     api = FakeApi()
     rec = make(api)
-    assert await rec.inject(CA2) is False  # nothing registered yet
-    await rec.reconcile()  # created with the injected bundle (the latest)
+    assert await rec.inject(CA2) is True  # nothing registered yet: created at once with this bundle
     encoded = base64.b64encode(CA2).decode()
     assert {h["clientConfig"]["caBundle"] for h in api.objects[MUTATING]["webhooks"]} == {encoded}
     before = api.writes()
