@@ -28,6 +28,22 @@ Leader decisions (pure, in :mod:`kinitiras_py.certs.policy`)
     5. once every fresh report names the current leaf, ``ca.crt`` = new CA only; it is injected
        again (step 2 of the next plan).
 
+Operator-triggered rotation
+    An operator asks the leader for a rotation by annotating the Secret (or, with the file
+    store, ``annotations.json``) with ``kinitiras.kcloudlabs.io/rotate``:
+
+    * ``leaf``: issue a new serving certificate from the current CA (as :meth:`Rotator.rotate_leaf_now`);
+    * ``ca``: start a CA rotation (as :meth:`Rotator.rotate_ca_now`), then continue through the
+      steps above.
+
+    e.g. ``kubectl -n <namespace> annotate secret <name> kinitiras.kcloudlabs.io/rotate=ca``. The
+    leader honours it at its next check (within ``poll_interval``; ``serve --cert-poll-interval``)
+    through the same path as the methods, and removes the annotation in the very write that
+    performs the requested step (the new CA, or the new leaf), so a request runs once even if the
+    leader dies right after. While the step cannot be taken yet (e.g. the injection hook keeps
+    failing) the annotation stays and is retried at every check. Followers ignore it. Any other
+    value is removed with a Warning Event ``RotationRequestInvalid``.
+
 Corruption
     A Secret whose pair is unusable (unparsable PEM, key mismatch, leaf from an unknown CA) is
     never loaded: serving continues on the previous pair, every replica that sees it emits one
@@ -55,12 +71,16 @@ from kinitiras_py.webhook.tls import ReloadableTLS
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Latest", "Rotator"]
+__all__ = ["ROTATE_ANNOTATION", "ROTATE_VALUES", "Latest", "Rotator"]
 
 T = TypeVar("T")
 MAX_STEPS = 8
 """Plan/act rounds in one check (a full CA rotation up to the wait for replicas takes 3 writes)."""
 STOP_TIMEOUT = 5.0
+ROTATE_ANNOTATION = decisions.ANNOTATION_DOMAIN + "rotate"
+"""The operator's rotation request on the stored Secret: one of :data:`ROTATE_VALUES`."""
+ROTATE_VALUES = ("leaf", "ca")
+_REQUEST_DONE_BY = {"ca": Action.NEW_CA, "leaf": Action.ISSUE_LEAF}
 
 
 def utc_now() -> dt.datetime:
@@ -205,15 +225,46 @@ class Rotator:
             snapshot = await self._observe(snapshot, now)
         if not leader:
             return None
-        due = (self._force_ca or self._force_leaf or now >= self._next_plan
-               or snapshot is None or snapshot.version != self._planned_version)
-        if not due:
-            return None
-        step, snapshot = await self._lead(snapshot, now)
+        request, snapshot = await self._requested(snapshot)
+        # Flags raised for an annotation last for this check only: the annotation stays in the
+        # store until the step is written, so the next check raises them again.
+        own_ca = request == "ca" and not self._force_ca
+        own_leaf = request == "leaf" and not self._force_leaf
+        if request:
+            log.info("rotation of the %s requested by annotation %s", "CA" if request == "ca" else "serving certificate",
+                     ROTATE_ANNOTATION, extra={"store": self.store.description})
+        self._force_ca, self._force_leaf = self._force_ca or own_ca, self._force_leaf or own_leaf
+        try:
+            due = (self._force_ca or self._force_leaf or now >= self._next_plan
+                   or snapshot is None or snapshot.version != self._planned_version)
+            if not due:
+                return None
+            step, snapshot = await self._lead(snapshot, now)
+        finally:
+            if own_ca:
+                self._force_ca = False
+            if own_leaf:
+                self._force_leaf = False
         self._planned_version = snapshot.version if snapshot is not None and step.action == Action.IDLE else None
         if step.action == Action.IDLE:
             self._next_plan = now + self.check_interval
         return step
+
+    async def _requested(self, snapshot: Snapshot | None) -> tuple[str | None, Snapshot | None]:
+        """The operator's rotation request on ``snapshot`` (``leaf``, ``ca`` or None); an invalid
+        one is removed (with a Warning Event) and the snapshot after that removal returned."""
+        if snapshot is None or ROTATE_ANNOTATION not in snapshot.annotations:
+            return None, snapshot
+        raw = snapshot.annotations[ROTATE_ANNOTATION]
+        value = raw.strip().lower()
+        if value in ROTATE_VALUES:
+            return value, snapshot
+        message = (f"annotation {ROTATE_ANNOTATION}={raw!r} ignored and removed: the value must be "
+                   f"{' or '.join(ROTATE_VALUES)}")
+        log.warning("%s: %s", self.store.description, message)
+        updated = await self.store.annotate({ROTATE_ANNOTATION: None})
+        await self.store.event("RotationRequestInvalid", message)
+        return None, updated if updated is not None else snapshot
 
     async def rotate_leaf_now(self) -> Step:
         """Leader only: issue a new leaf now (after the usual CA and injection checks); returns the
@@ -304,11 +355,15 @@ class Rotator:
                     return step, snapshot
                 continue
             data = self._new_data(step, snapshot, ins, now)
+            changes: dict[str, str | None] = dict(stale)
+            request = annotations.get(ROTATE_ANNOTATION, "").strip().lower()
+            if _REQUEST_DONE_BY.get(request) == step.action:
+                changes[ROTATE_ANNOTATION] = None  # the request is done by this very write
             try:
                 if snapshot is None:
-                    written = await self.store.create(data, stale)
+                    written = await self.store.create(data, changes)
                 else:
-                    written = await self.store.update(snapshot, data, stale)
+                    written = await self.store.update(snapshot, data, changes)
             except Conflict as e:
                 log.info("certificate write conflicted, reading again: %s", e)
                 snapshot = await self.store.read()

@@ -42,10 +42,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lease-name", default="kinitiras-py-webhook", help="Lease used to elect the rotating replica")
     p.add_argument("--cert-check-interval", type=float, default=3600.0,
                    help="seconds between certificate expiry checks (default %(default)s)")
+    p.add_argument("--cert-poll-interval", type=_positive_seconds, default=10.0,
+                   help="seconds between reads of the certificate Secret: replicas pick up a new pair, the "
+                        "Lease holder honours a kinitiras.kcloudlabs.io/rotate=leaf|ca annotation "
+                        "(default %(default)s)")
     p.add_argument("--label-excluded-namespaces", action="store_true",
                    help="label kube-system and our namespace so the webhook skips them (Kubernetes < 1.21 "
                         "has no kubernetes.io/metadata.name label; needs RBAC to patch namespaces)")
     p.set_defaults(handler=_serve)
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    return value
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -70,7 +81,7 @@ def _serve(args: argparse.Namespace) -> int:
             excluded_namespaces=("kube-system", args.service_namespace)),
         certs=CertSettings(secret=args.cert_secret, namespace=args.service_namespace, service=args.service_name,
                            extra_dns=tuple(args.cert_dns), ips=tuple(args.cert_ip), lease=args.lease_name,
-                           check_interval=args.cert_check_interval),
+                           check_interval=args.cert_check_interval, poll_interval=args.cert_poll_interval),
         register=not args.no_register, label_namespaces=args.label_excluded_namespaces,
         kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
     )

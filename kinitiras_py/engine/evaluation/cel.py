@@ -20,7 +20,7 @@ Results
 
 cel-expr-python 0.1.3, and what this module does about it
     * Python functions: the bridge leaks every call's arguments and result; calls go through a
-      ctypes trampoline that releases them after the evaluation (see :func:`_bridge`). An error
+      ctypes trampoline that releases them after the evaluation (see :func:`celbridge.bridge`). An error
       raised by a library function returning a list, map or dyn aborts the evaluation instead of
       being absorbed by ``||``/``&&`` as CEL errors normally are.
     * ``None``: converting a null drops a reference to ``None`` (fatal before Python 3.12);
@@ -28,7 +28,7 @@ cel-expr-python 0.1.3, and what this module does about it
     * Optionals: converting one inside a list, a map or an argument crashes the process, so an
       optional may not be a list element, a map key or value, the argument of ``dyn()`` or of a
       library function (``[?x]`` and ``{?k: x}`` are fine), nor the result: unwrap it with
-      ``orValue()``. This is checked at compile time (:func:`_optional_misuse`).
+      ``orValue()``. This is checked at compile time (:func:`celcheck.optional_misuse`).
     * The branches of ``c ? a : b`` must have one static type: ``c ? {'a': 1} : {'b': 'x'}``
       does not compile, ``c ? dyn({'a': 1}) : dyn({'b': 'x'})`` does.
     * Selecting a field of ``null`` is an error, even under ``has()`` or ``.?``: on CREATE
@@ -39,13 +39,10 @@ cel-expr-python 0.1.3, and what this module does about it
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import itertools
 import re
-import sys
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +52,7 @@ from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_option
 
 from kinitiras_py.base.errors import CelCompileError, CelEvalError
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import celext
+from kinitiras_py.engine.evaluation import celbridge, celcheck, celext
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject")
 MAX_SOURCE_BYTES = 64 * 1024
@@ -71,199 +68,6 @@ _REWORDINGS = (
     (re.compile(r"^Applying SELECT to non-message type$"),
      "cannot select a field of a value that is not a map (null?); compare it with null first"),
 )
-
-# -- calling Python from cel-expr-python 0.1.3 ----------------------------------------------------
-#
-# Its bridge (PyCelFunctionAdapter::Invoke) never releases the argument tuple it builds nor the
-# value a function returns, so every call would leak its converted arguments and result: a whole
-# object for workload.containers(object). Our functions are therefore wrapped in a METH_VARARGS
-# builtin made with ctypes, which receives that very tuple; each call's (arguments, result) pair
-# is kept per thread and released by _release() once the evaluation is over. _env() probes
-# whether the installed build leaks, so a fixed release switches the compensation off by itself.
-
-
-class _MethodDef(ctypes.Structure):
-    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
-                ("ml_doc", ctypes.c_char_p)]
-
-
-_METH_VARARGS = 1
-_CALLBACK = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.py_object)
-_new_builtin = ctypes.pythonapi.PyCFunction_NewEx
-_new_builtin.argtypes = [ctypes.POINTER(_MethodDef), ctypes.c_void_p, ctypes.c_void_p]
-_new_builtin.restype = ctypes.py_object
-_incref, _decref = ctypes.pythonapi.Py_IncRef, ctypes.pythonapi.Py_DecRef
-for _f in (_incref, _decref):
-    _f.argtypes, _f.restype = [ctypes.py_object], None
-_calls = threading.local()
-_keepalive: list[object] = []  # callbacks and method definitions live as long as their builtins
-_leaks = {"args": False, "result": False}
-# A failure travels back as an object cel-expr-python refuses; its type name carries the message.
-_MARK = "\x1e"
-_FAILURE = re.compile(f"{_MARK}(.*){_MARK}", re.DOTALL)
-
-
-def _pending() -> list[tuple[Any, Any]]:
-    if not hasattr(_calls, "pending"):
-        _calls.pending = []
-    pending: list[tuple[Any, Any]] = _calls.pending
-    return pending
-
-
-def _bridge(name: str, impl: Callable[..., Any]) -> Any:
-    """``impl`` as a builtin function receiving the bridge's own argument tuple."""
-
-    def trampoline(_self: int | None, args: tuple[Any, ...]) -> Any:
-        try:
-            result = impl(*args)
-        except Exception as e:  # a ctypes callback cannot raise: see _MARK
-            message = (str(e) or type(e).__name__).replace("\0", "")
-            result = type(f"{_MARK}{message}{_MARK}", (), {"__slots__": ()})()
-        _pending().append((args, result))
-        return result
-
-    callback = _CALLBACK(trampoline)
-    method = _MethodDef(name.encode(), ctypes.cast(callback, ctypes.c_void_p), _METH_VARARGS, None)
-    _keepalive.append((callback, method))
-    return _new_builtin(ctypes.byref(method), None, None)
-
-
-def _release() -> None:
-    """Release what this thread's calls left behind (call once no evaluation is running)."""
-    pending = _pending()
-    while pending:
-        args, result = pending.pop()
-        if _leaks["args"]:
-            # Freeing the tuple drops one reference per null in it that the bridge never took
-            # (before Python 3.12 None is mortal): give them back first.
-            for _ in range(_count_nones(args)):
-                _incref(None)
-            _decref(args)
-        if _leaks["result"]:
-            _decref(result)
-
-
-def _count_nones(value: Any) -> int:
-    # At C speed: every null serialises as `null`. A "null" inside a string over-counts, which is
-    # safe (None only keeps a higher reference count); under-counting would crash the process.
-    try:
-        return orjson.dumps(value).count(b"null")
-    except TypeError:
-        return _count_nones_exactly(value)
-
-
-def _count_nones_exactly(value: Any) -> int:
-    if value is None:
-        return 1
-    if isinstance(value, list | tuple):
-        return sum(_count_nones_exactly(item) for item in value)
-    if isinstance(value, dict):
-        return sum(_count_nones_exactly(item) for item in value.values())
-    return 0
-
-
-def _probe_leaks() -> None:
-    env = cel.NewEnv(functions=[cel.FunctionDecl("probe", [cel.Overload(
-        "probe_string", cel.Type.List(cel.Type.DYN), [cel.Type.STRING], impl=_bridge("probe", lambda s: [s]))])])
-    _release()
-    env.compile("probe('x')").eval()
-    args, result = _pending().pop()
-    # Referenced here and by getrefcount's own argument: one more is the bridge's leak.
-    _leaks["args"], _leaks["result"] = sys.getrefcount(args) > 2, sys.getrefcount(result) > 2
-    _pending().append((args, result))
-    del args, result
-    _release()
-
-
-# -- optionals must not reach cel-expr-python's conversion to Python ------------------------------
-#
-# Converting an optional inside a list, a map or a function argument crashes the process (a
-# NULL lands in the Python container). Optionals enter containers only through literals (macros
-# expand to literals too), dyn() hides them, and only our functions take arguments; so a program
-# is refused when an optional-typed value is a list element, a map key or value, the argument of
-# dyn() or an argument of a library function. The checked AST comes from Expression.serialize(),
-# an Any-wrapped cel.expr.CheckedExpr decoded here with a minimal protobuf reader.
-
-_OPTIONAL = b"\n\roptional_type"  # abstract_type.name of an optional, anywhere in a Type message
-
-
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = buf[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, i
-        shift += 7
-
-
-def _fields(buf: bytes) -> list[tuple[int, Any]]:
-    """(field number, int or bytes) pairs of one protobuf message."""
-    out: list[tuple[int, Any]] = []
-    i = 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        wire = key & 7
-        value: int | bytes
-        if wire == 0:
-            value, i = _varint(buf, i)
-        elif wire == 2:
-            size, i = _varint(buf, i)
-            value, i = buf[i:i + size], i + size
-        else:  # fixed64 / fixed32 scalars, unused by the fields read here
-            size = 8 if wire == 1 else 4
-            value, i = buf[i:i + size], i + size
-        out.append((key >> 3, value))
-    return out
-
-
-# Sub-expression fields per Expr kind: select 5 {operand 1}, call 6 {target 1, args 3}, list 7
-# {elements 1}, map 8 {entries 2 -> {map_key 3, value 4}}, comprehension 9 {range 2, init 4,
-# condition 5, step 6, result 7}. Ids are field 2 of an Expr, types field 3 of a CheckedExpr.
-_CHILDREN = {5: (1,), 6: (1, 3), 7: (1,), 8: (3, 4), 9: (2, 4, 5, 6, 7)}
-
-
-def _optional_misuse(serialized: bytes, library: frozenset[str]) -> str | None:
-    """What in a program would hand an optional to cel-expr-python's conversion, or None."""
-    checked = _fields(dict(_fields(serialized))[2])  # Any.value is the CheckedExpr
-    types = {entry[1]: entry.get(2, b"") for entry in (dict(_fields(v)) for n, v in checked if n == 3)}
-
-    def optional(expr: bytes) -> bool:
-        return _OPTIONAL in types.get(dict(_fields(expr)).get(2, 0), b"")
-
-    pending = [v for n, v in checked if n == 4]
-    while pending:
-        for kind, body in _fields(pending.pop()):
-            parts = _fields(body) if kind in _CHILDREN else []
-            exposed: list[bytes] = []  # sub-expressions whose values would be converted or hidden
-            name = ""
-            if kind == 6:
-                name = next((v.decode() for n, v in parts if n == 2), "")
-                if name == "dyn" or name in library:
-                    exposed = [v for n, v in parts if n in (1, 3)]
-            elif kind == 7:  # elements marked `[?x]` are unwrapped by the list itself
-                skip = {i for n, v in parts if n == 2 for i in _packed(v)}
-                exposed = [v for i, v in enumerate(v for n, v in parts if n == 1) if i not in skip]
-            elif kind == 8:  # likewise the value of a `{?k: v}` entry (field 5)
-                entries = [dict(_fields(v)) for n, v in parts if n == 2]
-                parts = [(n, v) for entry in entries for n, v in entry.items()]
-                exposed = [e[3] for e in entries if 3 in e] + [e[4] for e in entries if 4 in e and not e.get(5)]
-            if any(map(optional, exposed)):
-                return {6: f"an argument of {name}()", 7: "a list element", 8: "a map key or value"}[kind]
-            pending.extend(v for n, v in parts if n in _CHILDREN.get(kind, ()))
-    return None
-
-
-def _packed(value: int | bytes) -> list[int]:
-    if isinstance(value, int):
-        return [value]
-    out, i = [], 0
-    while i < len(value):
-        number, i = _varint(value, i)
-        out.append(number)
-    return out
-
 
 _LIBRARY = frozenset(f.name for f in celext.FUNCTIONS)
 _TYPES: dict[celext.Kind, cel.Type] = {
@@ -285,7 +89,7 @@ _ANY = (cel.Type.NULL, cel.Type.BOOL, cel.Type.INT, cel.Type.UINT, cel.Type.DOUB
 def _declaration(function: celext.Function) -> cel.FunctionDecl:
     overloads = []
     for o in function.overloads:
-        impl = _bridge(function.name, o.impl)
+        impl = celbridge.bridge(function.name, o.impl)
         signatures = list(itertools.product(*(_ANY if p == "any" else (_TYPES[p],) for p in o.params)))
         for n, params in enumerate(signatures):
             overload_id = o.id if len(signatures) == 1 else f"{o.id}_{n}"
@@ -296,7 +100,7 @@ def _declaration(function: celext.Function) -> cel.FunctionDecl:
 
 @functools.cache
 def _env() -> cel.Env:
-    _probe_leaks()
+    celbridge.probe_leaks()
     env = cel.NewEnv(
         variables={name: cel.Type.DYN for name in VARIABLES},
         extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath(),
@@ -314,7 +118,7 @@ def _clean(message: str) -> str:
 
 
 def _eval_error(message: str) -> CelEvalError:
-    failure = _FAILURE.search(message)
+    failure = celbridge.FAILURE.search(message)
     if failure:  # raised by one of our functions
         return CelEvalError(failure.group(1))
     text = _clean(message)
@@ -349,7 +153,7 @@ class Program:
         except RuntimeError as e:  # some conversion failures raise instead of yielding an error value
             raise _eval_error(str(e)) from None
         finally:
-            _release()
+            celbridge.release()
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
@@ -366,7 +170,7 @@ def compile_program(source: str) -> Program:
         expression = _env().compile(source)
     except RuntimeError as e:
         raise CelCompileError(_clean(str(e))) from None
-    misuse = _optional_misuse(expression.serialize(), _LIBRARY)
+    misuse = celcheck.optional_misuse(expression.serialize(), _LIBRARY)
     if misuse:
         raise CelCompileError(f"{misuse} is an optional value, which cel-expr-python cannot convert; "
                               "unwrap it with .orValue(default) first")
@@ -469,7 +273,7 @@ def _result(result: Any) -> JSON:
     try:
         # plain_value() drops a reference to None for every null it converts (fatal once None's
         # count reaches zero, before Python 3.12 made None immortal) and crashes the process on
-        # an optional inside a map (which _optional_misuse should already have refused).
+        # an optional inside a map (which celcheck.optional_misuse should already have refused).
         # Results whose debug text shows either take the slow path.
         text = repr(result)
         plain = _careful(result) if "null" in text or "optional." in text else result.plain_value()
