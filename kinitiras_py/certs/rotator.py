@@ -231,7 +231,7 @@ class Rotator:
         own_ca = request == "ca" and not self._force_ca
         own_leaf = request == "leaf" and not self._force_leaf
         if request:
-            log.info("rotation of the %s requested by annotation %s", "CA" if request == "ca" else "serving certificate",
+            log.info("%s rotation requested by annotation %s", "CA" if request == "ca" else "serving certificate",
                      ROTATE_ANNOTATION, extra={"store": self.store.description})
         self._force_ca, self._force_leaf = self._force_ca or own_ca, self._force_leaf or own_leaf
         try:

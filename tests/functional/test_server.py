@@ -1,0 +1,50 @@
+"""The TLS server's lifetime: in-flight requests finish on shutdown, new ones are refused."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from kinitiras_py.certs import authority
+from kinitiras_py.webhook.app import make_app
+from kinitiras_py.webhook.server import Server
+from kinitiras_py.webhook.tls import ReloadableTLS
+from tests.functional.test_webhook import SlowStore, make_handlers, owner_policy, review
+
+
+@pytest.fixture
+def tls() -> tuple[ReloadableTLS, ssl.SSLContext]:
+    ca = authority.new_ca("test-ca")
+    leaf = authority.new_serving(ca, ["localhost"], ["127.0.0.1"])
+    client = ssl.create_default_context(cadata=ca.cert.decode())
+    return ReloadableTLS(leaf.cert, leaf.key), client
+
+
+async def test_shutdown_finishes_in_flight_requests_and_refuses_new_ones(
+        tls: tuple[ReloadableTLS, ssl.SSLContext]) -> None:
+    server_tls, client_ctx = tls
+    # An owner lookup that takes ~0.5 s keeps a request in flight while the server stops.
+    handlers = make_handlers([owner_policy("Ignore")], SlowStore(), lookup_timeout=0.5)
+    server = Server(make_app(handlers), "127.0.0.1", 0, server_tls.context, shutdown_timeout=5)
+    await server.start()
+    url = f"https://127.0.0.1:{server.port}/mutate"
+    owners = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}]
+    secret: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret",
+                              "metadata": {"name": "s", "namespace": "default", "ownerReferences": owners}}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ctx)) as session:
+        in_flight = asyncio.create_task(session.post(url, data=review("CREATE", secret)))
+        await asyncio.sleep(0.15)
+        stopping = asyncio.create_task(server.stop())
+        response = await in_flight
+        assert response.status == 200
+        body = orjson.loads(await response.read())
+        assert body["response"]["allowed"] is True  # failurePolicy Ignore: skipped with a warning
+        await stopping
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ctx)) as session:
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await session.post(url, data=review("CREATE", secret))
