@@ -135,7 +135,7 @@ class Rotator:
     def __init__(self, store: Store, policy: Policy, *, replica_id: str, tls: ReloadableTLS | None = None,
                  on_bundle: Callable[[bytes], Awaitable[bool]] | None = None,
                  is_leader: Callable[[], bool] = lambda: True, check_interval: float = 3600.0,
-                 poll_interval: float = 10.0, stale_checks: int = 3,
+                 poll_interval: float = 10.0, stale_checks: int = 3, propagation_delay: float = 2.0,
                  clock: Callable[[], dt.datetime] = utc_now) -> None:
         self.store, self.policy, self.replica_id = store, policy, replica_id
         self.tls = tls if tls is not None else ReloadableTLS()
@@ -155,6 +155,8 @@ class Rotator:
         """CertificateInvalid Events emitted by this replica."""
         self._served: tuple[bytes, bytes] | None = None
         self._injected: bytes | None = None
+        self.propagation_delay = propagation_delay
+        """Seconds to wait after injecting a bundle with a new CA before using that CA."""
         self._was_leader = False
         self._planned_version: str | None = None
         self._next_plan = dt.datetime.min.replace(tzinfo=dt.UTC)
@@ -396,6 +398,11 @@ class Rotator:
             log.warning("injecting the CA bundle failed: %s", e)
             ok = False
         if ok:
+            added = set(decisions.split_pems(bundle)) - set(decisions.split_pems(self._injected or b""))
+            if self._injected and added and self.propagation_delay > 0:
+                # A bundle that adds a CA must reach every API server's webhook cache before a
+                # leaf from that CA is served, or their new TLS handshakes would fail meanwhile.
+                await asyncio.sleep(self.propagation_delay)
             self._injected = bundle
             log.info("CA bundle injected", extra={"cas": len(decisions.split_pems(bundle))})
         return ok

@@ -97,6 +97,14 @@ def verified_handshake(port: int, ca_pem: bytes) -> bool:
         return False
 
 
+def validate_calls(port: int) -> int:
+    """Validating admission requests answered so far by the replica on ``port`` (its /metrics)."""
+    with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", timeout=5, context=insecure_context()) as r:
+        text = r.read().decode()
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith('kinitiras_webhook_requests_total{') and 'endpoint="validate"' in line))
+
+
 def count_cas(bundle: bytes) -> int:
     return len(certpolicy.split_pems(bundle))
 
@@ -135,6 +143,8 @@ class Rig:
     cluster: Cluster
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     replicas: list[Replica] = field(default_factory=list)
+    after: list[Callable[[], None]] = field(default_factory=list)
+    """Run at the very end of :meth:`cleanup` (e.g. stopping a proxy the webhook URL points at)."""
 
     def __post_init__(self) -> None:
         self.namespace = f"e2e-certs-{self.suffix}"  # Secret and Lease (excluded from the webhook)
@@ -237,13 +247,15 @@ class Rig:
 
     def cleanup(self) -> None:
         configs = ("mutatingwebhookconfiguration,validatingwebhookconfiguration", self.config, "--ignore-not-found")
-        self.cluster.kubectl("delete", "clusterValidatePolicy", self.policy, "--ignore-not-found", "--wait=false")
+        self.cluster.kubectl("delete", "clustervalidatepolicies", self.policy, "--ignore-not-found", "--wait=false")
         self.cluster.kubectl("delete", *configs)
         for replica in self.replicas:
             replica.stop()
         self.cluster.kubectl("delete", *configs)  # in case a replica wrote them again meanwhile
         for namespace in (self.namespace, self.objects):
             self.cluster.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found")
+        for callback in self.after:
+            callback()
         shutil.rmtree(self.work, ignore_errors=True)
 
 
@@ -267,6 +279,8 @@ class StreamReport:
     send_span: float
     total_span: float
     latencies: list[float]
+    error: str | None = None
+    """Why the stream itself broke (None when it ran to the end)."""
 
     @property
     def rate(self) -> float:
@@ -309,14 +323,15 @@ class Stream:
         return sum(1 for _, status, _ in list(self.results) if status != 201)
 
     def join(self) -> StreamReport:
+        """Wait for the end; never raises (it runs in ``finally`` blocks): see ``StreamReport.error``."""
         self._thread.join(self.duration + 60)
-        assert not self._thread.is_alive(), "the stream did not finish"
+        error = "the stream did not finish" if self._thread.is_alive() else None
         if self._error is not None:
-            raise AssertionError(f"the stream broke: {self._error!r}")
+            error = f"the stream broke: {self._error!r}"
         statuses = collections.Counter(status for _, status, _ in self.results)
         failures = [detail for _, status, detail in self.results if status != 201]
         return StreamReport(len(self.results), statuses, failures, self.send_span, self.total_span,
-                            [lat for lat, _, _ in self.results])
+                            [lat for lat, _, _ in list(self.results)], error)
 
     async def _run(self) -> None:
         try:
@@ -476,6 +491,7 @@ def test_leaf_and_ca_rotation_under_load_lose_no_admission(rig: Rig) -> None:
     fp0 = leaf_fingerprint(first["tls.crt"])
     watch = SecretWatch(rig.cluster.rest, rig.namespace, timeout=90).start()
     probe = LeafProbe(replica.port).start()
+    calls = validate_calls(replica.port)
     stream = Stream(rig.cluster.rest, rig.objects, rate=110, duration=30, prefix=f"load-{rig.suffix}").start()
     try:
         poll(lambda: stream.elapsed() >= 5, 10, "5 s of stream")
@@ -494,8 +510,10 @@ def test_leaf_and_ca_rotation_under_load_lose_no_admission(rig: Rig) -> None:
         served = probe.stop()
     print(f"\nrotation under load: {report.describe()}; leaf rotated by t={leaf_done:.1f} s, "
           f"CA rotated by t={ca_done:.1f} s; served leaves {len(served)}; ca.crt CA counts {watch.ca_counts()}")
-    assert report.failures == [], f"{len(report.failures)} failed admissions: {report.failures[:10]}"
+    assert report.error is None and report.failures == [], \
+        f"{report.error}; {len(report.failures)} failed admissions: {report.failures[:10]}"
     assert report.sent == 3300 and report.rate >= 100, report.describe()
+    assert validate_calls(replica.port) - calls >= report.sent  # each admission called the webhook
     final = rig.data()
     assert served == [fp0, fp1, fp2], served
     assert leaf_fingerprint(final["tls.crt"]) == fp2
@@ -510,6 +528,7 @@ def test_a_corrupted_secret_is_not_served_is_reported_and_repaired(rig: Rig) -> 
     replica = start_serving(rig)
     before = rig.data()
     fp0 = leaf_fingerprint(before["tls.crt"])
+    calls = validate_calls(replica.port)
     stream = Stream(rig.cluster.rest, rig.objects, rate=30, duration=15, prefix=f"corrupt-{rig.suffix}").start()
     try:
         poll(lambda: stream.elapsed() >= 3, 10, "3 s of stream")
@@ -544,6 +563,8 @@ def test_a_corrupted_secret_is_not_served_is_reported_and_repaired(rig: Rig) -> 
         report = stream.join()
     print(f"\ncorruption: {report.describe()}; corrupted at t={corrupted_at:.1f} s, repaired and served by "
           f"t={repaired_at:.1f} s; events {len(events)}")
-    assert report.failures == [], f"{len(report.failures)} failed admissions: {report.failures[:10]}"
+    assert report.error is None and report.failures == [], \
+        f"{report.error}; {len(report.failures)} failed admissions: {report.failures[:10]}"
     assert report.rate >= 25, report.describe()
+    assert validate_calls(replica.port) - calls >= report.sent
     assert "refused a certificate/key pair" not in replica.log.read_text()  # never reached the TLS context

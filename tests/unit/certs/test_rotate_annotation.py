@@ -49,9 +49,9 @@ class Setup:
         self.leader = "a"
         self.now = T0
 
-    def make(self, replica: str, **kwargs: float) -> Rotator:
+    def make(self, replica: str, poll_interval: float = 10.0) -> Rotator:
         return Rotator(self.store, POLICY, replica_id=replica, on_bundle=self.inject,
-                       is_leader=lambda: self.leader == replica, clock=lambda: self.now, **kwargs)
+                       is_leader=lambda: self.leader == replica, clock=lambda: self.now, poll_interval=poll_interval)
 
     async def snapshot(self) -> Snapshot:
         snapshot = await self.store.read()
@@ -143,6 +143,7 @@ async def test_an_invalid_request_is_removed_with_a_warning(setup: Setup) -> Non
     assert a.fingerprint == served and len(setup.store.writes) == writes
     kind, reason, message = setup.store.events[-1]
     assert (kind, reason) == ("Warning", "RotationRequestInvalid") and "'everything'" in message
+    assert setup.reasons().count("RotationRequestInvalid") == 1
 
 
 async def test_a_request_waits_while_the_bundle_cannot_be_injected(setup: Setup) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from pathlib import Path
 
 import pytest
@@ -254,3 +255,25 @@ async def test_latest_box() -> None:
     await asyncio.sleep(0)
     box.set(2)
     assert await later == 2
+
+
+async def test_a_new_ca_is_used_only_after_its_bundle_had_time_to_propagate(replicas: Replicas) -> None:
+    a = replicas.make("a")
+    a.propagation_delay = 0.3
+    await a.check()  # bootstrap: no old CA, so no grace is needed
+    first_leaf = a.fingerprint
+    moments: list[float] = []
+    inject = replicas.inject
+
+    async def timed(bundle: bytes) -> bool:
+        moments.append(time.monotonic())
+        return await inject(bundle)
+
+    a._on_bundle = timed
+    started = time.monotonic()
+    await a.rotate_ca_now()
+    # The bundle with old + new CA went out first; the new CA's leaf was served no sooner than the grace.
+    assert cas(replicas.inject.bundles[-2 if cas(replicas.inject.last) == 1 else -1]) == 2
+    assert a.fingerprint != first_leaf
+    assert moments and time.monotonic() - moments[0] >= 0.3
+    assert time.monotonic() - started >= 0.3
