@@ -98,11 +98,26 @@ class Pipeline:
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
         """Apply the validate policies to ``obj`` (default: the request's object)."""
         obj = request.object if obj is None else obj
-        matches = list(self.validations.matching(obj, request.operation))
-        params, errors = await self._params(matches, obj)
+        matches = sorted(self.validations.matching(obj, request.operation),
+                         key=lambda m: (m[0].sort_key(), m[1].index))
         if not matches:
             return Verdict()
-        return validating.validate(matches, await self._variables(request, obj), params, errors)
+        variables = await self._variables(request, obj)
+        verdict = Verdict()
+        # Rule by rule, so the references of rules after a denial are never fetched (no needless
+        # HTTP calls or lookups for a request that is refused anyway).
+        for match in matches:
+            params, errors = await self._params([match], obj)
+            one = validating.validate([match], variables, params, errors)
+            verdict.warnings += one.warnings
+            verdict.audit += one.audit
+            for ref, seconds in one.timings.items():
+                verdict.timings[ref] = verdict.timings.get(ref, 0.0) + seconds
+            if not one.allowed:
+                verdict.allowed, verdict.message, verdict.policy, verdict.failure = (
+                    False, one.message, one.policy, one.failure)
+                return verdict
+        return verdict
 
     async def admit(self, request: Request) -> Decision:
         """Mutation then validation of the mutated object, as the API server would run them."""

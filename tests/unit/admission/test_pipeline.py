@@ -54,3 +54,43 @@ async def test_no_matching_policy_is_allowed_untouched() -> None:
     assert (await p.validate(Request("CREATE", secret, namespace="team-a"))).allowed
     mutation = await p.mutate(Request("CREATE", secret, namespace="team-a"))
     assert mutation.patch == [] and mutation.object is secret
+
+
+class CountingHttp:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def fetch(self, spec: dict[str, Any]) -> dict[str, Any]:
+        self.calls += 1
+        return {"body": {"ok": True}, "header": {}}
+
+
+TWO_RULES = yaml.safe_load("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: two-rules}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]
+  validateRules:
+  - cel: "object.metadata.name != 'bad'"
+    message: no configmap called bad
+  - template:
+      type: condition
+      condition:
+        cond: Equal
+        dataRef: {from: http, path: body.ok, http: {url: "http://127.0.0.1:1/approve"}}
+        value: {boolean: false}
+        message: not approved
+""")
+
+
+async def test_references_of_rules_after_a_denial_are_never_fetched() -> None:
+    http = CountingHttp()
+    p = Pipeline(PolicyIndex(), PolicyIndex([compile_policy(TWO_RULES)]), StaticStore(), http)
+    bad = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bad", "namespace": "team-a"}}
+    verdict = await p.validate(Request("CREATE", bad, namespace="team-a"))
+    assert not verdict.allowed and verdict.message == "ClusterValidatePolicy two-rules: no configmap called bad"
+    assert http.calls == 0
+    good = {**bad, "metadata": {"name": "good", "namespace": "team-a"}}
+    assert (await p.validate(Request("CREATE", good, namespace="team-a"))).allowed
+    assert http.calls == 1
