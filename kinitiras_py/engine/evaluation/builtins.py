@@ -133,14 +133,25 @@ def tolerations_add(current: list[Obj] | None, wanted: list[Obj]) -> list[Obj]:
 def tolerations_replace(current: list[Obj] | None, wanted: list[Obj]) -> list[Obj]:
     """Wanted tolerations replace the current ones with the same key and effect; others are added.
 
-    The replaced ones are dropped from their place and the wanted ones appended after the rest.
+    Replacements take the place of the first toleration of their slot (as kinitiras' in-place
+    replace did); other tolerations of that slot go; wanted ones replacing nothing are appended.
     """
     def slot(t: Obj) -> tuple[str, str]:
         return (_field(t, "key"), _field(t, "effect"))
 
-    wanted_slots = {slot(t) for t in wanted}
-    kept = [copy.deepcopy(t) for t in _tolerations(current) if slot(t) not in wanted_slots]
-    return kept + tolerations_add([], wanted)
+    by_slot: dict[tuple[str, str], list[Obj]] = {}
+    for t in tolerations_add([], wanted):
+        by_slot.setdefault(slot(t), []).append(t)
+    result: list[Obj] = []
+    placed: set[tuple[str, str]] = set()
+    for t in _tolerations(current):
+        key = slot(t)
+        if key not in by_slot:
+            result.append(copy.deepcopy(t))
+        elif key not in placed:
+            result += [copy.deepcopy(w) for w in by_slot[key]]
+            placed.add(key)
+    return result + [copy.deepcopy(w) for key, ws in by_slot.items() if key not in placed for w in ws]
 
 
 def tolerations_remove(current: list[Obj] | None, unwanted: list[Obj]) -> list[Obj]:

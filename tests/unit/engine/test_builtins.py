@@ -65,7 +65,10 @@ def test_tolerations_add_without_duplicates() -> None:
 
 def test_tolerations_replace_matches_key_and_effect_and_adds_new() -> None:
     newer = {"key": "k1", "operator": "Equal", "value": "x", "effect": "NoSchedule"}
-    assert b.tolerations_replace([T1, T2], [newer]) == [T2, newer]
+    # The replacement keeps the replaced toleration's position.
+    assert b.tolerations_replace([T1, T2], [newer]) == [newer, T2]
+    other_value = {**newer, "value": "y"}
+    assert b.tolerations_replace([T1, T2], [newer, other_value]) == [newer, other_value, T2]
     assert b.tolerations_replace([], [T1]) == [T1]
 
 

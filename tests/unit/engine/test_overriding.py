@@ -126,7 +126,7 @@ SPEC_CHANGES: dict[tuple[str, str], Obj] = {
         "containers": [{"name": "app", "image": "nginx", "resources": {
             "limits": {"cpu": "2", "memory": "4Gi"}, "requests": {}}}]},
     ("tolerations", "add"): {"tolerations": [T_OLD, T_OTHER, TOLERATIONS[1]]},
-    ("tolerations", "replace"): {"tolerations": [T_OTHER, *TOLERATIONS]},
+    ("tolerations", "replace"): {"tolerations": [TOLERATIONS[0], T_OTHER, TOLERATIONS[1]]},  # in place
     ("tolerations", "remove"): {"tolerations": [T_OTHER]},
     ("affinity", "add"): {"affinity": {"nodeAffinity": {PREF: [OLD_PREF, KEEP_PREF, NEW_PREF]},
                                        "podAntiAffinity": {REQ: [PAA_TERM]}}},
@@ -367,12 +367,12 @@ def test_tolerations_add_skips_ones_already_present() -> None:
 
 
 def test_tolerations_replace_matches_on_key_and_effect() -> None:
-    # Existing tolerations with the same key and effect are dropped and the policy's appended;
-    # policy tolerations that match nothing are added (kinitiras dropped those).
+    # A policy toleration takes the place of the existing one with the same key and effect;
+    # policy tolerations that match nothing are appended (kinitiras dropped those).
     new_k1 = {"key": "k1", "operator": "Equal", "value": "x", "effect": "NoSchedule", "tolerationSeconds": 5}
     other_effect = {"key": "k1", "operator": "Exists", "effect": "NoExecute"}
     got = _tolerations("replace", [new_k1, K3], [K1, other_effect, K2])
-    assert got["tolerations"] == [other_effect, K2, new_k1, K3]
+    assert got["tolerations"] == [new_k1, other_effect, K2, K3]
 
 
 @pytest.mark.parametrize(("unwanted", "left"), [
