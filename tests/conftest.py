@@ -7,6 +7,7 @@ When ``KUBECONFIG`` names a running `kinitiras-py dev up` control plane (context
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -41,6 +42,11 @@ class Cluster:
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
         return proc
+
+    async def kubectl_ok(self, *args: str, input: str | None = None) -> str:
+        """Run kubectl in a worker thread (the event loop keeps going); its stdout, failing loudly."""
+        proc = await asyncio.to_thread(self.kubectl, *args, input=input, check=True)
+        return proc.stdout
 
 
 def _reusable(kubeconfig: str) -> Cluster | None:

@@ -7,8 +7,7 @@ import base64
 import hashlib
 import json
 import ssl
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ from kinitiras_py.certs import policy as p
 from kinitiras_py.certs.authority import new_ca, new_serving
 from kinitiras_py.certs.rotator import Rotator
 from kinitiras_py.certs.storage import Change, Conflict, SecretStore, Snapshot, modify
-from kinitiras_py.cluster import client
 from kinitiras_py.cluster.client import Api
 from kinitiras_py.webhook.tls import ReloadableTLS
 from tests.conftest import Cluster
@@ -26,23 +24,6 @@ from tests.conftest import Cluster
 pytestmark = pytest.mark.cluster
 
 SECRET = "webhook-cert"
-
-
-@pytest.fixture
-async def api(cluster: Cluster) -> AsyncIterator[Any]:
-    api_client = await client.api_client(cluster.kubeconfig)
-    try:
-        yield api_client
-    finally:
-        await api_client.close()
-
-
-@pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    name = f"certs-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name, check=True)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
 class Injector:

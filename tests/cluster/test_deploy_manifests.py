@@ -206,7 +206,7 @@ def test_the_1_20_overlay_changes_only_the_pdb_api_version() -> None:
 
     current, legacy = sorted(render(CONFIG), key=key), sorted(render(LEGACY), key=key)
     assert [key(d) for d in current] == [key(d) for d in legacy]
-    changed = [(a["kind"], a["apiVersion"], b["apiVersion"]) for a, b in zip(current, legacy) if a != b]
+    changed = [(a["kind"], a["apiVersion"], b["apiVersion"]) for a, b in zip(current, legacy, strict=True) if a != b]
     assert changed == [("PodDisruptionBudget", "policy/v1", "policy/v1beta1")]
     assert [{**a, "apiVersion": ""} for a in current] == [{**b, "apiVersion": ""} for b in legacy]
 

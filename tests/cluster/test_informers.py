@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 
-from kinitiras_py.cluster import client, informers
+from kinitiras_py.cluster import informers
 from kinitiras_py.cluster.client import Resource
 from tests.conftest import Cluster
 
@@ -17,27 +17,6 @@ pytestmark = pytest.mark.cluster
 
 CONFIGMAPS = Resource("", "v1", "configmaps", True, "ConfigMap")
 NAMESPACES = Resource("", "v1", "namespaces", False, "Namespace")
-
-
-@pytest.fixture
-async def api(cluster: Cluster) -> AsyncIterator[object]:
-    api_client = await client.api_client(cluster.kubeconfig)
-    try:
-        yield api_client
-    finally:
-        await api_client.close()
-
-
-@pytest.fixture
-def namespace(cluster: Cluster) -> AsyncIterator[str]:
-    name = f"inf-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name, check=True)
-    yield name  # type: ignore[misc]
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
-
-
-async def kubectl(cluster: Cluster, *args: str) -> None:
-    await asyncio.to_thread(cluster.kubectl, *args, check=True)
 
 
 async def eventually(check: Callable[[], bool], within: float = 2.0) -> float:
@@ -82,7 +61,7 @@ class Recorder:
 
 async def test_list_then_watch_sees_create_update_delete_within_2s(cluster: Cluster, api: object,
                                                                    namespace: str) -> None:
-    await kubectl(cluster, "-n", namespace, "create", "configmap", "before", "--from-literal=k=0")
+    await cluster.kubectl_ok("-n", namespace, "create", "configmap", "before", "--from-literal=k=0")
     informer = informers.Informer(api, CONFIGMAPS, namespace)
     seen = Recorder(informer)
     informer.start()
@@ -92,16 +71,16 @@ async def test_list_then_watch_sees_create_update_delete_within_2s(cluster: Clus
         obj = informer.get(namespace, "before")
         assert obj is not None and obj["kind"] == "ConfigMap" and obj["apiVersion"] == "v1"
 
-        await kubectl(cluster, "-n", namespace, "create", "configmap", "cm", "--from-literal=k=1")
+        await cluster.kubectl_ok("-n", namespace, "create", "configmap", "cm", "--from-literal=k=1")
         await eventually(lambda: seen.has("add", f"{namespace}/cm"))
         assert informer.get(namespace, "cm")["data"] == {"k": "1"}  # type: ignore[index]
 
-        await kubectl(cluster, "-n", namespace, "patch", "configmap", "cm", "-p", '{"data":{"k":"2"}}')
+        await cluster.kubectl_ok("-n", namespace, "patch", "configmap", "cm", "-p", '{"data":{"k":"2"}}')
         await eventually(lambda: seen.has("update", f"{namespace}/cm"))
         assert ("update", f"{namespace}/cm", ({"k": "1"}, {"k": "2"})) in seen.seen
         assert {o["metadata"]["name"] for o in informer.list(namespace)} == {"before", "cm", "kube-root-ca.crt"}
 
-        await kubectl(cluster, "-n", namespace, "delete", "configmap", "cm")
+        await cluster.kubectl_ok("-n", namespace, "delete", "configmap", "cm")
         await eventually(lambda: seen.has("delete", f"{namespace}/cm"))
         assert informer.get(namespace, "cm") is None
         assert len(informer) == 2
@@ -116,8 +95,8 @@ async def test_cluster_scoped_paginated_list_with_label_selector(cluster: Cluste
     label = f"inf-{uuid.uuid4().hex[:8]}"
     names = [f"{label}-{i}" for i in range(3)]
     for name in names:
-        await kubectl(cluster, "create", "namespace", name)
-        await kubectl(cluster, "label", "namespace", name, f"kinitiras-test={label}")
+        await cluster.kubectl_ok("create", "namespace", name)
+        await cluster.kubectl_ok("label", "namespace", name, f"kinitiras-test={label}")
     informer = informers.Informer(api, NAMESPACES, label_selector=f"kinitiras-test={label}", page_size=1)
     informer.start()
     try:
@@ -135,15 +114,15 @@ async def test_relist_diffs_against_the_cache_and_synthesises_deletes(cluster: C
                                                                       namespace: str) -> None:
     # A young API server still has every resourceVersion, so a real 410 cannot be provoked here;
     # the 410 path itself is unit-tested. This checks the relist diff against a real list.
-    await kubectl(cluster, "-n", namespace, "create", "configmap", "kept", "--from-literal=k=0")
+    await cluster.kubectl_ok("-n", namespace, "create", "configmap", "kept", "--from-literal=k=0")
     informer = informers.Informer(api, CONFIGMAPS, namespace)
     seen = Recorder(informer)
     await informer.relist()
     ghost = {"apiVersion": "v1", "kind": "ConfigMap",
              "metadata": {"name": "ghost", "namespace": namespace, "resourceVersion": "1"}}
     await informer.apply({"type": "ADDED", "object": ghost})
-    await kubectl(cluster, "-n", namespace, "patch", "configmap", "kept", "-p", '{"data":{"k":"1"}}')
-    await kubectl(cluster, "-n", namespace, "create", "configmap", "new")
+    await cluster.kubectl_ok("-n", namespace, "patch", "configmap", "kept", "-p", '{"data":{"k":"1"}}')
+    await cluster.kubectl_ok("-n", namespace, "create", "configmap", "new")
     seen.seen.clear()
     await informer.relist()
     assert sorted(seen.seen, key=str) == sorted([

@@ -4,37 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from kinitiras_py.cluster import client
 from kinitiras_py.cluster.client import Api
 from kinitiras_py.cluster.leader import LeaderElector
-from tests.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
 
 LEASE, RENEW, RETRY = 3.0, 2.0, 0.3
-
-
-@pytest.fixture
-async def api(cluster: Cluster) -> AsyncIterator[Any]:
-    api_client = await client.api_client(cluster.kubeconfig)
-    try:
-        yield api_client
-    finally:
-        await api_client.close()
-
-
-@pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    name = f"lead-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name, check=True)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
 def elector(api: Any, namespace: str, identity: str) -> LeaderElector:

@@ -6,33 +6,15 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from kinitiras_py.cluster import client
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.status import StatusWriter
 from tests.conftest import Cluster
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture
-async def api(cluster: Cluster) -> AsyncIterator[object]:
-    api_client = await client.api_client(cluster.kubeconfig)
-    try:
-        yield api_client
-    finally:
-        await api_client.close()
-
-
-@pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    name = f"pw-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name, check=True)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
 @pytest.fixture
@@ -44,11 +26,6 @@ def suffix(cluster: Cluster) -> Iterator[str]:
         names = cluster.kubectl("get", f"{kind}.policy.kcloudlabs.io", "-o", "name").stdout.split()
         for name in (n for n in names if n.endswith(tag)):
             cluster.kubectl("delete", name, "--wait=false")
-
-
-async def kubectl(cluster: Cluster, *args: str, input: str | None = None) -> str:
-    proc = await asyncio.to_thread(cluster.kubectl, *args, input=input, check=True)
-    return proc.stdout
 
 
 async def eventually(check: Callable[[], object], within: float = 2.0) -> float:
@@ -132,9 +109,9 @@ async def test_policies_are_indexed_within_2s_and_removed_on_delete(cluster: Clu
     try:
         await asyncio.wait_for(watch.synced.wait(), 5)
         base = watch.counts()
-        await kubectl(cluster, "apply", "-f", "-", input=op(f"op-{suffix}", namespace))
-        await kubectl(cluster, "apply", "-f", "-", input=templated_cop(f"cop-{suffix}"))
-        await kubectl(cluster, "apply", "-f", "-", input=cel_cvp(f"cvp-{suffix}"))
+        await cluster.kubectl_ok("apply", "-f", "-", input=op(f"op-{suffix}", namespace))
+        await cluster.kubectl_ok("apply", "-f", "-", input=templated_cop(f"cop-{suffix}"))
+        await cluster.kubectl_ok("apply", "-f", "-", input=cel_cvp(f"cvp-{suffix}"))
         names = lambda index: {p.name for p in index}  # noqa: E731
         await eventually(lambda: {f"op-{suffix}", f"cop-{suffix}"} <= names(watch.overrides)
                          and f"cvp-{suffix}" in names(watch.validations))
@@ -146,8 +123,8 @@ async def test_policies_are_indexed_within_2s_and_removed_on_delete(cluster: Clu
         assert [p.name for p in watch.overrides.candidates(pod)
                 if p.name.endswith(suffix)] == [f"cop-{suffix}", f"op-{suffix}"]
 
-        await kubectl(cluster, "-n", namespace, "delete", "overridepolicies.policy.kcloudlabs.io", f"op-{suffix}")
-        await kubectl(cluster, "delete", "clustervalidatepolicies.policy.kcloudlabs.io", f"cvp-{suffix}")
+        await cluster.kubectl_ok("-n", namespace, "delete", "overridepolicies.policy.kcloudlabs.io", f"op-{suffix}")
+        await cluster.kubectl_ok("delete", "clustervalidatepolicies.policy.kcloudlabs.io", f"cvp-{suffix}")
         await eventually(lambda: f"op-{suffix}" not in names(watch.overrides)
                          and f"cvp-{suffix}" not in names(watch.validations))
         assert f"cop-{suffix}" in names(watch.overrides)
@@ -169,15 +146,15 @@ async def test_a_policy_that_does_not_compile_is_never_indexed_and_recovers(clus
     key = ("ClusterValidatePolicy", None, name)
     try:
         await asyncio.wait_for(watch.synced.wait(), 5)
-        await kubectl(cluster, "apply", "-f", "-", input=cel_cvp(name))
+        await cluster.kubectl_ok("apply", "-f", "-", input=cel_cvp(name))
         await eventually(lambda: any(p.name == name for p in watch.validations))
         # The same policy, now with a rule the API server accepts but compile_policy refuses.
-        await kubectl(cluster, "apply", "-f", "-", input=cue_cvp(name))
+        await cluster.kubectl_ok("apply", "-f", "-", input=cue_cvp(name))
         await eventually(lambda: key in watch.errors)
         assert "spec.validateRules[0].cue" in watch.errors[key]
         assert not any(p.name == name for p in watch.validations)
         assert watch.result(*key)[0] is None
-        await kubectl(cluster, "apply", "-f", "-", input=cel_cvp(name))
+        await cluster.kubectl_ok("apply", "-f", "-", input=cel_cvp(name))
         await eventually(lambda: any(p.name == name for p in watch.validations))
         assert key not in watch.errors
         assert [c[3] for c in changes] == [True, False, True]
@@ -210,9 +187,9 @@ async def test_status_writer_reports_ready_rules_and_compile_errors(cluster: Clu
     good, templated, bad = f"op-{suffix}", f"cop-{suffix}", f"cvp-{suffix}"
     try:
         await asyncio.wait_for(watch.synced.wait(), 5)
-        await kubectl(cluster, "apply", "-f", "-", input=op(good, namespace, rules=2))
-        await kubectl(cluster, "apply", "-f", "-", input=templated_cop(templated))
-        await kubectl(cluster, "apply", "-f", "-", input=cue_cvp(bad))
+        await cluster.kubectl_ok("apply", "-f", "-", input=op(good, namespace, rules=2))
+        await cluster.kubectl_ok("apply", "-f", "-", input=templated_cop(templated))
+        await cluster.kubectl_ok("apply", "-f", "-", input=cue_cvp(bad))
 
         def ready(resource: str, name: str, ns: str | None = None) -> object:
             return _condition(_status(cluster, resource, name, ns), "Ready").get("status")
@@ -222,7 +199,7 @@ async def test_status_writer_reports_ready_rules_and_compile_errors(cluster: Clu
         assert status["ruleCount"] == 2
         assert _condition(status, "Ready")["observedGeneration"] == 1
         assert _condition(status, "Rendered")["message"] == "0 templates rendered"
-        columns = await kubectl(cluster, "-n", namespace, "get", "op", good, "--no-headers")
+        columns = await cluster.kubectl_ok("-n", namespace, "get", "op", good, "--no-headers")
         assert columns.split()[1:3] == ["True", "2"], columns
 
         await eventually(lambda: ready("clusteroverridepolicies", templated) == "True", within=5)
@@ -233,9 +210,9 @@ async def test_status_writer_reports_ready_rules_and_compile_errors(cluster: Clu
         failed = _condition(_status(cluster, "clustervalidatepolicies", bad), "Ready")
         assert failed["reason"] == "CompileError"
         assert "spec.validateRules[0].cue" in str(failed["message"])
-        columns = await kubectl(cluster, "get", "cvp", bad, "--no-headers")
+        columns = await cluster.kubectl_ok("get", "cvp", bad, "--no-headers")
         assert columns.split()[1:3] == ["False", "1"], columns
-        events = await kubectl(cluster, "-n", "default", "get", "events", "-o", "json",
+        events = await cluster.kubectl_ok("-n", "default", "get", "events", "-o", "json",
                                "--field-selector", f"involvedObject.name={bad}")
         items = json.loads(events)["items"]
         assert [(e["reason"], e["type"]) for e in items] == [("CompileError", "Warning")]
@@ -249,7 +226,7 @@ async def test_status_writer_reports_ready_rules_and_compile_errors(cluster: Clu
         first_transition = _condition(_status(cluster, "overridepolicies", good, namespace),
                                       "Ready")["lastTransitionTime"]
         await asyncio.sleep(1.1)  # a later write would carry a later second
-        await kubectl(cluster, "apply", "-f", "-", input=op(good, namespace, rules=3))
+        await cluster.kubectl_ok("apply", "-f", "-", input=op(good, namespace, rules=3))
         await eventually(lambda: _status(cluster, "overridepolicies", good, namespace).get("ruleCount") == 3,
                          within=5)
         status = _status(cluster, "overridepolicies", good, namespace)

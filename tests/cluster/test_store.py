@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -15,31 +14,10 @@ from tests.conftest import Cluster
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture
-async def api(cluster: Cluster) -> AsyncIterator[object]:
-    api_client = await client.api_client(cluster.kubeconfig)
-    try:
-        yield api_client
-    finally:
-        await api_client.close()
-
-
-@pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    name = f"store-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name, check=True)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
-
-
-async def kubectl(cluster: Cluster, *args: str, input: str | None = None) -> None:
-    await asyncio.to_thread(cluster.kubectl, *args, input=input, check=True)
-
-
 async def test_configmaps_direct_until_synced_then_from_the_cache(cluster: Cluster, api: object,
                                                                   namespace: str) -> None:
-    await kubectl(cluster, "-n", namespace, "create", "configmap", "a", "--from-literal=k=a")
-    await kubectl(cluster, "-n", namespace, "create", "configmap", "b", "--from-literal=k=b")
+    await cluster.kubectl_ok("-n", namespace, "create", "configmap", "a", "--from-literal=k=a")
+    await cluster.kubectl_ok("-n", namespace, "create", "configmap", "b", "--from-literal=k=b")
     store = InformerStore(api)
     try:
         first = await store.get("v1", "ConfigMap", namespace, "a")
@@ -72,7 +50,7 @@ async def test_configmaps_direct_until_synced_then_from_the_cache(cluster: Clust
 
 
 async def test_direct_list_before_sync(cluster: Cluster, api: object, namespace: str) -> None:
-    await kubectl(cluster, "-n", namespace, "create", "configmap", "only", "--from-literal=k=1")
+    await cluster.kubectl_ok("-n", namespace, "create", "configmap", "only", "--from-literal=k=1")
     store = InformerStore(api)
     try:
         items = await store.list("v1", "ConfigMap", namespace)
@@ -112,9 +90,9 @@ async def test_a_crd_created_after_start_is_found_by_the_mapper_refresh(cluster:
     try:
         with pytest.raises(LookupError, match="unknown kind Widget"):
             await store.get(f"{group}/v1", "Widget", namespace, "w1")
-        await kubectl(cluster, "apply", "-f", "-", input=_crd(group))
-        await kubectl(cluster, "wait", "--for", "condition=established", "--timeout=30s", f"crd/widgets.{group}")
-        await kubectl(cluster, "-n", namespace, "apply", "-f", "-",
+        await cluster.kubectl_ok("apply", "-f", "-", input=_crd(group))
+        await cluster.kubectl_ok("wait", "--for", "condition=established", "--timeout=30s", f"crd/widgets.{group}")
+        await cluster.kubectl_ok("-n", namespace, "apply", "-f", "-",
                       input=f"apiVersion: {group}/v1\nkind: Widget\nmetadata: {{name: w1}}\nsize: 3\n")
         await asyncio.sleep(0.6)  # past the refresh interval
         found = await store.get(f"{group}/v1", "Widget", namespace, "w1")
