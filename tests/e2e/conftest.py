@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 import subprocess
@@ -13,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,13 +81,23 @@ def webhook(cluster: Cluster) -> Iterator[Webhook]:
             proc.kill()
 
 
-@pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    """A fresh namespace, deleted afterwards."""
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
+def _fresh_namespace(cluster: Cluster, suffix: str = "") -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}{suffix}"
     cluster.kubectl("create", "namespace", name, check=True)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    """A fresh namespace, deleted afterwards."""
+    yield from _fresh_namespace(cluster)
+
+
+@pytest.fixture
+def other_namespace(cluster: Cluster) -> Iterator[str]:
+    """A second fresh namespace, deleted afterwards."""
+    yield from _fresh_namespace(cluster, "-b")
 
 
 def wait_for(check: object, timeout: float = 5.0, interval: float = 0.1) -> object:
@@ -98,3 +110,31 @@ def wait_for(check: object, timeout: float = 5.0, interval: float = 0.1) -> obje
             return value
         time.sleep(interval)
     return value
+
+
+def kubectl_ok(cluster: Cluster, *args: str, input: str | None = None) -> str:
+    """Run kubectl; its stdout, asserting that it succeeded."""
+    proc = cluster.kubectl(*args, input=input)
+    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
+    return proc.stdout
+
+
+def get_json(cluster: Cluster, resource: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    """One object as the API server returns it."""
+    where = ["-n", namespace] if namespace else []
+    return dict(json.loads(kubectl_ok(cluster, "get", resource, name, *where, "-o", "json")))
+
+
+def columns(cluster: Cluster, resource: str, name: str, namespace: str | None = None) -> list[str]:
+    """NAME READY RULES AGE of ``kubectl get <resource> <name>``."""
+    where = ["-n", namespace] if namespace else []
+    return cluster.kubectl("get", resource, name, *where, "--no-headers").stdout.split()
+
+
+def apply_policy(cluster: Cluster, text: str, resource: str, name: str, rules: int,
+                 namespace: str | None = None) -> None:
+    """Apply a policy and wait until the webhook has it in force (READY True, RULES counted)."""
+    where = ["-n", namespace] if namespace else []
+    kubectl_ok(cluster, "apply", *where, "-f", "-", input=text)
+    assert wait_for(lambda: columns(cluster, resource, name, namespace)[1:3] == ["True", str(rules)], 10), \
+        cluster.kubectl("get", resource, name, *where, "-o", "yaml").stdout

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.conftest import Cluster
-from tests.e2e.conftest import Webhook, wait_for
+from tests.e2e.conftest import Webhook, kubectl_ok, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -85,12 +85,6 @@ def lookups() -> Iterator[Lookups]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def kubectl_ok(cluster: Cluster, *args: str, input: str | None = None) -> str:
-    proc = cluster.kubectl(*args, input=input)
-    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
-    return proc.stdout
 
 
 def apply_policy(cluster: Cluster, policy: dict[str, Any], resource: str, namespace: str) -> None:

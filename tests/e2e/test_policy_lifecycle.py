@@ -6,38 +6,16 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.conftest import Cluster
-from tests.e2e.conftest import Webhook, wait_for
+from tests.e2e.conftest import Webhook, apply_policy, kubectl_ok, wait_for
 
 pytestmark = pytest.mark.cluster
 
 _names = itertools.count()
-
-
-def kubectl_ok(cluster: Cluster, *args: str, input: str | None = None) -> str:
-    proc = cluster.kubectl(*args, input=input)
-    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
-    return proc.stdout
-
-
-def columns(cluster: Cluster, resource: str, name: str, namespace: str | None = None) -> list[str]:
-    """NAME READY RULES AGE of ``kubectl get <resource> <name>``."""
-    where = ["-n", namespace] if namespace else []
-    return cluster.kubectl("get", resource, name, *where, "--no-headers").stdout.split()
-
-
-def apply_policy(cluster: Cluster, text: str, resource: str, name: str, rules: int,
-                 namespace: str | None = None) -> None:
-    """Apply a policy and wait until the webhook has it in force (READY True, RULES counted)."""
-    where = ["-n", namespace] if namespace else []
-    kubectl_ok(cluster, "apply", *where, "-f", "-", input=text)
-    assert wait_for(lambda: columns(cluster, resource, name, namespace)[1:3] == ["True", str(rules)], 10), \
-        cluster.kubectl("get", resource, name, *where, "-o", "yaml").stdout
 
 
 def new_configmap_labels(cluster: Cluster, namespace: str, prefix: str = "cm") -> dict[str, str]:
@@ -66,15 +44,6 @@ spec:
     overriders:
       template: {{type: labels, operation: add, path: example.com/tier, value: {{string: {value}}}}}{extra}
 """
-
-
-@pytest.fixture
-def other_namespace(cluster: Cluster) -> Iterator[str]:
-    """A second fresh namespace, deleted afterwards."""
-    name = f"e2e-{uuid.uuid4().hex[:8]}-b"
-    kubectl_ok(cluster, "create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
 def test_policy_update_takes_effect_within_two_seconds(cluster: Cluster, webhook: Webhook, namespace: str) -> None:

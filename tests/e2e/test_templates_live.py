@@ -9,33 +9,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import Cluster
-from tests.e2e.conftest import Webhook, wait_for
+from tests.e2e.conftest import Webhook, apply_policy, get_json, kubectl_ok
 
 pytestmark = pytest.mark.cluster
-
-
-def kubectl_ok(cluster: Cluster, *args: str, input: str | None = None) -> str:
-    proc = cluster.kubectl(*args, input=input)
-    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
-    return proc.stdout
-
-
-def get_json(cluster: Cluster, resource: str, name: str, namespace: str | None = None) -> dict[str, Any]:
-    where = ["-n", namespace] if namespace else []
-    return json.loads(kubectl_ok(cluster, "get", resource, name, *where, "-o", "json"))
-
-
-def apply_policy(cluster: Cluster, text: str, resource: str, name: str, rules: int,
-                 namespace: str | None = None) -> None:
-    """Apply a policy and wait until the webhook has it in force (READY True, RULES counted)."""
-    where = ["-n", namespace] if namespace else []
-    kubectl_ok(cluster, "apply", *where, "-f", "-", input=text)
-
-    def ready() -> bool:
-        out = cluster.kubectl("get", resource, name, *where, "--no-headers").stdout.split()
-        return out[1:3] == ["True", str(rules)]
-
-    assert wait_for(ready, 10), cluster.kubectl("get", resource, name, *where, "-o", "yaml").stdout
 
 
 LABELS_ANNOTATIONS = """

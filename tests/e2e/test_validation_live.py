@@ -4,35 +4,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.conftest import Cluster
-from tests.e2e.conftest import Webhook, wait_for
+from tests.e2e.conftest import Webhook, apply_policy, kubectl_ok
 
 pytestmark = pytest.mark.cluster
-
-
-def kubectl_ok(cluster: Cluster, *args: str, input: str | None = None) -> str:
-    proc = cluster.kubectl(*args, input=input)
-    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
-    return proc.stdout
-
-
-def apply_policy(cluster: Cluster, text: str, resource: str, name: str, rules: int,
-                 namespace: str | None = None) -> None:
-    """Apply a policy and wait until the webhook has it in force (READY True, RULES counted)."""
-    where = ["-n", namespace] if namespace else []
-    kubectl_ok(cluster, "apply", *where, "-f", "-", input=text)
-
-    def ready() -> bool:
-        out = cluster.kubectl("get", resource, name, *where, "--no-headers").stdout.split()
-        return out[1:3] == ["True", str(rules)]
-
-    assert wait_for(ready, 10), cluster.kubectl("get", resource, name, *where, "-o", "yaml").stdout
 
 
 def configmap(name: str, labels: dict[str, str] | None = None) -> str:
@@ -40,15 +20,6 @@ def configmap(name: str, labels: dict[str, str] | None = None) -> str:
     if labels:
         meta["labels"] = labels
     return json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"k": "v"}})
-
-
-@pytest.fixture
-def other_namespace(cluster: Cluster) -> Iterator[str]:
-    """A second fresh namespace, deleted afterwards."""
-    name = f"e2e-{uuid.uuid4().hex[:8]}-b"
-    kubectl_ok(cluster, "create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false")
 
 
 def _namespace_guard(style: str, name: str, key: str) -> str:
