@@ -371,21 +371,17 @@ def test_make_patch_falls_back_when_jsonpatch_is_wrong(monkeypatch: pytest.Monke
     assert make_patch({"a": 1}, [1]) == [{"op": "replace", "path": "", "value": [1]}]
 
 
-@pytest.mark.parametrize(("a", "b", "expected"), [
+@pytest.mark.parametrize(("a", "b"), [
     # jsonpatch 1.33 emits a patch that neither it nor the RFC can apply ('/2/' into an array).
-    ([0, 0, {"": 0}, []], [[], 0, {}], [{"op": "replace", "path": "", "value": [[], 0, {}]}]),
+    ([0, 0, {"": 0}, []], [[], 0, {}]),
     # jsonpatch 1.33 crashes while diffing these (TypeError / ValueError in its move logic).
-    ({"": [{"0": 1.0}, 0]}, {"": [{"": 0}, 1.0]}, [
-        {"op": "remove", "path": "//0/0"},
-        {"op": "add", "path": "//0/", "value": 0},
-        {"op": "replace", "path": "//1", "value": 1.0},
-    ]),
-    ({"": [{"": 0, "0": 0.0}]}, {"": [{}, 0, 0.0]}, [{"op": "replace", "path": "/", "value": [{}, 0, 0.0]}]),
+    ({"": [{"0": 1.0}, 0]}, {"": [{"": 0}, 1.0]}),
+    ({"": [{"": 0, "0": 0.0}]}, {"": [{}, 0, 0.0]}),
 ])
-def test_make_patch_survives_jsonpatch_bugs(a: Any, b: Any, expected: list[dict[str, Any]]) -> None:
-    patch = make_patch(a, b)
-    assert patch == expected
-    assert canon(jsonpatch.apply_patch(a, patch)) == canon(b)
+def test_make_patch_survives_jsonpatch_bugs(a: Any, b: Any) -> None:
+    # Which ops come out depends on the installed jsonpatch (later releases diff these
+    # differently); what must hold with every release is that the patch turns a into b.
+    check_roundtrip(a, b)
 
 
 # --- properties ---------------------------------------------------------------------------

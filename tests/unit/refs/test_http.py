@@ -48,10 +48,13 @@ class State:
         self.now: Callable[[], float] = time.time
 
 
+STATE = web.AppKey("state", State)
+
+
 def make_app() -> web.Application:
-    """Test endpoints over a :class:`State` at ``app["state"]``."""
+    """Test endpoints over a :class:`State` at ``app[STATE]``."""
     app = web.Application()
-    st = app["state"] = State()
+    st = app[STATE] = State()
 
     def hit(request: web.Request) -> int:
         st.hits[request.path] = st.hits.get(request.path, 0) + 1
@@ -166,8 +169,7 @@ def url(server: TestServer, path: str) -> str:
 
 def state(server: TestServer) -> State:
     assert server.app is not None
-    st: State = server.app["state"]
-    return st
+    return server.app[STATE]
 
 
 def hits(server: TestServer, path: str) -> int:
