@@ -9,6 +9,7 @@ from typing import Any
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import overriding, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.evaluation.cel import Bindings
 from kinitiras_py.engine.results import Mutation, Verdict
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.refs import resolver
@@ -103,12 +104,13 @@ class Pipeline:
         if not matches:
             return Verdict()
         variables = await self._variables(request, obj)
+        shared = Bindings({**variables, "params": {}})
         verdict = Verdict()
         # Rule by rule, so the references of rules after a denial are never fetched (no needless
         # HTTP calls or lookups for a request that is refused anyway).
         for match in matches:
             params, errors = await self._params([match], obj)
-            one = validating.validate([match], variables, params, errors)
+            one = validating.validate([match], variables, params, errors, shared)
             verdict.warnings += one.warnings
             verdict.audit += one.audit
             for ref, seconds in one.timings.items():

@@ -15,6 +15,7 @@ from kinitiras_py.base.errors import KinitirasError, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import origin, patching
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
+from kinitiras_py.engine.evaluation.cel import Bindings
 from kinitiras_py.engine.results import Mutation, RuleFailure
 
 RuleKey = tuple[str, int]
@@ -35,20 +36,29 @@ def _patch_ops(result: JSON, what: str) -> Patch:
     return result
 
 
-def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variables: dict[str, Any]) -> None:
+def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
+               bound: Bindings | None = None) -> bool:
     """Apply one rule's overriders to ``working`` in place: rendered, cel, plaintext, origin.
 
     Each overrider sees the result of the previous one (kinitiras skipped plaintext when origin
-    was present; we run all that are set).
+    was present; we run all that are set). ``bound``, when given, holds ``variables`` with an
+    object equal to ``working``, already converted for CEL; it serves until the first change.
+    Returns whether any operation was applied.
     """
+    touched = False
     for program, what in ((rule.rendered, "the rendered template"), (rule.cel, "the cel rule")):
         if program is not None:
-            ops = _patch_ops(program.evaluate({**variables, "object": working}), what)
+            inputs = bound if bound is not None and not touched else {**variables, "object": working}
+            ops = _patch_ops(program.evaluate(inputs), what)
             patching.apply_ops_in_place(working, ops)
+            touched = touched or bool(ops)
     if rule.plaintext:
         patching.apply_ops_in_place(working, rule.plaintext)
+        touched = True
     if rule.origin:
         origin.apply_origin(working, rule.origin, policy.ref, rule.index)
+        touched = True
+    return touched
 
 
 def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, variables: dict[str, Any],
@@ -63,13 +73,21 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     lookup_errors = lookup_errors or {}
     working: Obj = copy_json(obj)
     mutation = Mutation(object=working)
+    # The working object converted for CEL, shared by rules without parameters until one changes it:
+    # rules that find nothing to do (most of them on UPDATE) then skip the conversion.
+    bound: Bindings | None = None
     for policy, rule in matches:
         key = (policy.ref, rule.index)
         reason = lookup_errors.get(key)
         trial: Obj = copy_json(working)
+        touched = False
         if reason is None:
+            own = params.get(key)
+            if not own and bound is None:
+                bound = Bindings({**variables, "object": working, "params": {}})
             try:
-                apply_rule(trial, rule, policy, {**variables, "params": params.get(key, {})})
+                touched = apply_rule(trial, rule, policy, {**variables, "params": own or {}},
+                                     None if own else bound)
             except RuleError as e:
                 reason = e.reason
             except (KinitirasError, ValueError, TypeError, KeyError, IndexError) as e:
@@ -82,6 +100,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
             return Mutation(object=obj, failure=failure, warnings=mutation.warnings)
         if trial != working:
             mutation.applied.append(f"{policy.ref} rule {rule.index}")
+        if touched:
+            bound = None
         working = trial
     mutation.object = working
     mutation.patch = patching.make_patch(obj, working)

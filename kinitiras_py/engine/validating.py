@@ -20,6 +20,7 @@ from typing import Any
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.compiled import CompiledPolicy, ValidateRule
+from kinitiras_py.engine.evaluation.cel import Bindings
 from kinitiras_py.engine.overriding import RuleKey
 from kinitiras_py.engine.results import RuleFailure, Verdict
 
@@ -37,7 +38,7 @@ def default_message(rule: ValidateRule) -> str:
     return f"rejected by validate rule {rule.index}"
 
 
-def check_rule(rule: ValidateRule, variables: dict[str, Any]) -> tuple[bool, str]:
+def check_rule(rule: ValidateRule, variables: Mapping[str, Any] | Bindings) -> tuple[bool, str]:
     """Evaluate one rule: (valid, reason). The rendered template runs first, then ``cel``.
 
     The reason is the one the expression returned, else the rule's message (for a template,
@@ -58,15 +59,17 @@ def _order(match: tuple[CompiledPolicy, ValidateRule]) -> tuple[tuple[int, str, 
 
 def validate(matches: Iterable[tuple[CompiledPolicy, ValidateRule]], variables: dict[str, Any],
              params: Mapping[RuleKey, dict[str, Any]] | None = None,
-             lookup_errors: Mapping[RuleKey, str] | None = None) -> Verdict:
+             lookup_errors: Mapping[RuleKey, str] | None = None, shared: Bindings | None = None) -> Verdict:
     """The verdict of every matching rule on the object in ``variables``.
 
     ``params`` holds the resolved value references per (policy ref, rule index), and
     ``lookup_errors`` the references that could not be resolved; a lookup error is handled
-    exactly like an evaluation error of that rule.
+    exactly like an evaluation error of that rule. Rules without parameters evaluate against
+    ``shared`` (``variables`` with empty params, bound once), made here when not given.
     """
     params = params or {}
     lookup_errors = lookup_errors or {}
+    shared = shared or Bindings({**variables, "params": {}})
     verdict = Verdict()
     for policy, rule in sorted(matches, key=_order):
         key = (policy.ref, rule.index)
@@ -75,7 +78,8 @@ def validate(matches: Iterable[tuple[CompiledPolicy, ValidateRule]], variables: 
         valid, reason = True, ""
         if error is None:
             try:
-                valid, reason = check_rule(rule, {**variables, "params": params.get(key, {})})
+                own = params.get(key)
+                valid, reason = check_rule(rule, {**variables, "params": own} if own else shared)
             except (KinitirasError, ValueError, TypeError) as e:
                 error = str(e) or type(e).__name__
         verdict.timings[policy.ref] = verdict.timings.get(policy.ref, 0.0) + time.perf_counter() - started

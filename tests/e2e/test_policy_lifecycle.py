@@ -102,7 +102,7 @@ apiVersion: policy.kcloudlabs.io/v1alpha1
 kind: OverridePolicy
 metadata: {{name: {name}}}
 spec:
-  resourceSelectors: [{{apiVersion: v1, kind: Pod, labelSelector: {{matchLabels: {{mode: {mode}}}}}}}]
+  resourceSelectors: [{{apiVersion: v1, kind: Pod, labelSelector: {{matchLabels: {{mode: "{mode}"}}}}}}]
   overrideRules:
   - targetOperations: [CREATE]
     failurePolicy: Fail

@@ -139,21 +139,47 @@ class Program:
         """The checker's static result type: ``BOOL``, ``LIST<DYN>``, ``DYN``..."""
         return str(self._expression.return_type().name())
 
-    def evaluate(self, variables: Mapping[str, JSON]) -> JSON:
+    def evaluate(self, variables: Mapping[str, JSON] | Bindings) -> JSON:
         """Evaluate with ``variables`` (names from :data:`VARIABLES`; missing ones are null).
 
         Returns a plain JSON value; raises :class:`CelEvalError` when evaluation fails.
         """
-        unknown = set(variables) - set(VARIABLES)
-        if unknown:
-            raise ValueError(f"unknown CEL variables {sorted(unknown)}; expected some of {VARIABLES}")
-        data = {name: _input(name, variables.get(name)) for name in VARIABLES}
         try:
-            return _result(self._expression.eval(data=data))
+            if isinstance(variables, Bindings):
+                return _result(self._expression.eval(activation=variables.activation()))
+            return _result(self._expression.eval(data=_prepare(variables)))
         except RuntimeError as e:  # some conversion failures raise instead of yielding an error value
             raise _eval_error(str(e)) from None
         finally:
             celbridge.release()
+
+
+class Bindings:
+    """Variables converted for CEL once, shared by every program evaluated against them.
+
+    Converting a 10 KB Pod costs about 20 µs per evaluation; programs evaluated against the
+    same bindings pay it once. The values must not change while the bindings are in use.
+    """
+
+    __slots__ = ("_activation", "_variables")
+
+    def __init__(self, variables: Mapping[str, JSON]) -> None:
+        self._variables = variables
+        self._activation: Any = None
+
+    def activation(self) -> Any:
+        """The cel-expr-python activation, made on first use: a value that cannot be converted
+        raises then, inside the evaluation, as it would without bindings."""
+        if self._activation is None:
+            self._activation = _env().Activation(data=_prepare(self._variables))
+        return self._activation
+
+
+def _prepare(variables: Mapping[str, JSON]) -> dict[str, Any]:
+    unknown = set(variables) - set(VARIABLES)
+    if unknown:
+        raise ValueError(f"unknown CEL variables {sorted(unknown)}; expected some of {VARIABLES}")
+    return {name: _input(name, variables.get(name)) for name in VARIABLES}
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)

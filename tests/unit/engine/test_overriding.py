@@ -463,3 +463,53 @@ def test_malformed_pod_spec_fields_fail_the_rule_clearly_or_are_overwritten() ->
     got = _mutated({"type": "affinity", "operation": "add", "affinity": affinity},
                    _pod({"affinity": {"nodeAffinity": {PREF: "zz"}}}))
     assert got["spec"]["affinity"] == affinity
+
+
+# -- the working object is converted for CEL once while rules leave it unchanged ------------------
+
+def count_bindings(monkeypatch: pytest.MonkeyPatch) -> list[Obj]:
+    """Record the object of every Bindings that overriding makes."""
+    made: list[Obj] = []
+    real = overriding.Bindings
+
+    def spy(variables: Obj) -> Any:
+        made.append(variables["object"])
+        return real(variables)
+
+    monkeypatch.setattr(overriding, "Bindings", spy)
+    return made
+
+
+def test_rules_that_change_nothing_share_one_conversion(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = count_bindings(monkeypatch)
+    noop = {"cel": "[]"}
+    mutation = run([policy(noop, noop, name=f"p{i}") for i in range(3)], POD)
+    assert mutation.failure is None and mutation.patch == []
+    assert made == [POD]
+
+
+def test_a_change_ends_the_sharing_and_later_rules_see_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = count_bindings(monkeypatch)
+    rules = [
+        {"cel": "[]"},
+        {"cel": '[{"op": "add", "path": "/metadata/labels", "value": {"x": "1"}}]'},
+        {"cel": '[{"op": "add", "path": "/metadata/annotations", "value": {"seen": object.metadata.labels["x"]}}]'},
+        {"cel": "[]"},
+    ]
+    mutation = run([policy(*rules)], POD)
+    assert mutation.failure is None, mutation.failure
+    assert mutation.object["metadata"]["annotations"] == {"seen": "1"}
+    # One for the original object, one after rule 1 changed it; rule 2's change ends that one too.
+    assert [m["metadata"].get("labels") for m in made] == [None, {"x": "1"}, {"x": "1"}]
+    assert "annotations" in made[2]["metadata"]
+
+
+def test_a_failed_rule_keeps_the_sharing(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = count_bindings(monkeypatch)
+    rules = [{"cel": "[]"}, {"cel": '[{"op": "add", "path": "/metadata/labels", "value": {"x": "1"}}]',
+                             "plaintext": [{"op": "add", "path": "/metadata/name/x", "value": 1}]},
+             {"cel": 'has(object.metadata.labels) ? [{"op": "add", "path": "/spec/x", "value": 1}] : []'}]
+    mutation = run([policy(*rules, failure_policy="Ignore")], POD)
+    assert mutation.failure is None and mutation.patch == []  # rule 1 was rolled back, rule 2 saw that
+    assert made == [POD]
+

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kinitiras_py.engine import validating
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.results import Verdict
@@ -291,6 +292,26 @@ def test_template_and_cel_in_one_rule_both_must_pass() -> None:
     rule = condition("Gt", value={"integer": 10}) | {"cel": "object.metadata.name != 'web-1'", "message": "name"}
     verdict = run(cvp("p", rule))
     assert not verdict.allowed and verdict.message == "ClusterValidatePolicy p: name"
+
+
+def test_rules_without_params_share_one_conversion(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[dict[str, Any]] = []
+    real = validating.Bindings
+
+    def spy(variables: dict[str, Any]) -> Any:
+        made.append(variables)
+        return real(variables)
+
+    monkeypatch.setattr(validating, "Bindings", spy)
+    policy = cvp("p", {"cel": "params == {}"}, {"cel": "params.x == 'y'"}, {"cel": "object.spec.replicas == 3"})
+    verdict = run(policy, params={1: {"x": "y"}})
+    assert verdict.allowed, verdict.message
+    assert [v["params"] for v in made] == [{}]
+
+
+def test_an_object_cel_cannot_take_is_a_rule_error_not_a_crash() -> None:
+    verdict = run(cvp("p", {"cel": "true"}), {**DEPLOY, "spec": {"replicas": 10**400}})
+    assert not verdict.allowed and "too large for CEL" in verdict.message
 
 
 # --- validationActions -----------------------------------------------------------------------------
