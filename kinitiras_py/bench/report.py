@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -38,9 +38,9 @@ def all_match_table(stats: Sequence[Stats]) -> str:
     return _table(("policies", "requests", "median ms", "p90 ms", "ms/policy", "ops/s"), rows)
 
 
-def as_json(index: Sequence[Stats], all_match: Sequence[Stats]) -> dict[str, Any]:
-    """Both runs as plain data (durations in seconds)."""
+def as_json(runs: Mapping[str, Sequence[Stats]]) -> dict[str, Any]:
+    """Every run by name, as plain data (durations in seconds)."""
     def row(s: Stats) -> dict[str, Any]:
         return {**asdict(s), "ops_per_second": s.ops_per_second}
 
-    return {"one_matching": [row(s) for s in index], "all_matching": [row(s) for s in all_match]}
+    return {name: [row(s) for s in stats] for name, stats in runs.items()}

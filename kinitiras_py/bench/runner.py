@@ -65,21 +65,48 @@ def _request(pod: Obj) -> Request:
                    user_info={"username": "bench"})
 
 
-def check(pipeline: Pipeline, request: Request, matching: int) -> None:
-    """Fail loudly unless the request is allowed and every matching policy changed the Pod."""
-    decision = asyncio.run(pipeline.admit(request))
-    labels = {k for k in decision.object["metadata"].get("labels", {}) if k.startswith("bench.example.com/")}
-    if not decision.allowed or len(labels) != matching:
-        raise RuntimeError(f"benchmark setup is wrong: allowed={decision.allowed} ({decision.message}), "
-                           f"{len(labels)} of {matching} matching policies applied")
-
-
 @dataclass(frozen=True)
 class Setup:
-    """One policy set to time: the policies and how many of them match the Pod."""
+    """One policy set to time: the policies and how many of them match the Pod.
+
+    ``update``: time an UPDATE of the Pod as the policies stored it (their rules find nothing to
+    do) instead of its CREATE.
+    """
 
     policies: Sequence[Obj]
     matching: int
+    update: bool = False
+
+
+def _admitted(pipeline: Pipeline, request: Request) -> tuple[Obj, list[Obj]]:
+    decision = asyncio.run(pipeline.admit(request))
+    if not decision.allowed:
+        raise RuntimeError(f"benchmark setup is wrong: the request was denied ({decision.message})")
+    return decision.object, decision.patch
+
+
+def _matching(pipeline: Pipeline, request: Request) -> set[str]:
+    return {p.ref for index in (pipeline.overrides, pipeline.validations)
+            for p, _ in index.matching(request.object, request.operation)}
+
+
+def setup_request(pipeline: Pipeline, setup: Setup, pod: Obj) -> Request:
+    """The request to time, checked once: fails loudly unless the policies do what the run says."""
+    request = _request(pod)
+    stored, _ = _admitted(pipeline, request)
+    overriding = {p.ref for p, _ in pipeline.overrides.matching(pod, request.operation)}
+    labels = [k for k in stored["metadata"].get("labels", {}) if k.startswith("bench.example.com/")]
+    if len(labels) != len(overriding):
+        raise RuntimeError(f"benchmark setup is wrong: {len(labels)} of {len(overriding)} override policies applied")
+    if setup.update:
+        request = Request(operation="UPDATE", object=stored, old_object=stored, namespace=request.namespace,
+                          user_info=request.user_info)
+        if _admitted(pipeline, request)[1]:
+            raise RuntimeError("benchmark setup is wrong: updating the stored Pod changes it again")
+    matched = _matching(pipeline, request)
+    if len(matched) != setup.matching:
+        raise RuntimeError(f"benchmark setup is wrong: {len(matched)} of {setup.matching} policies match the Pod")
+    return request
 
 
 def _stats(setup: Setup, compile_seconds: float, durations: list[float]) -> Stats:
@@ -91,31 +118,29 @@ def _stats(setup: Setup, compile_seconds: float, durations: list[float]) -> Stat
 
 
 def run(setups: Sequence[Setup], pod: Obj, requests: int, warmup: int, rounds: int = 10) -> list[Stats]:
-    """Time ``requests`` CREATE admissions of ``pod`` for each setup.
+    """Time ``requests`` admissions of ``pod`` for each setup (its CREATE, or see :class:`Setup`).
 
     Every setup is compiled and checked first; then the timed requests are taken in ``rounds``
     interleaved batches (setup A, B, C, A, B, C, ...), so that drift in machine load or CPU
     clock affects all setups alike instead of whichever happened to run last.
     """
-    request = _request(pod)
     prepared = []
     for setup in setups:
         pipeline, seconds = prepare(setup.policies)
-        check(pipeline, request, setup.matching)
-        prepared.append((pipeline, seconds))
+        prepared.append((pipeline, seconds, setup_request(pipeline, setup, pod)))
 
     async def timed() -> list[list[float]]:
-        for pipeline, _ in prepared:
+        for pipeline, _, request in prepared:
             await _time_requests(pipeline, request, warmup)
         gc.collect()
         durations: list[list[float]] = [[] for _ in prepared]
         rounds_ = max(1, min(rounds, requests))
         for r in range(rounds_):
             batch = requests // rounds_ + (1 if r < requests % rounds_ else 0)
-            for i, (pipeline, _) in enumerate(prepared):
+            for i, (pipeline, _, request) in enumerate(prepared):
                 durations[i] += await _time_requests(pipeline, request, batch)
         return durations
 
     results = asyncio.run(timed())
     return [_stats(setup, seconds, durations)
-            for setup, (_, seconds), durations in zip(setups, prepared, results, strict=True)]
+            for setup, (_, seconds, _), durations in zip(setups, prepared, results, strict=True)]

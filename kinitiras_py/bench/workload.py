@@ -39,7 +39,7 @@ def pod() -> Obj:
     }
 
 
-def matching_policy(index: int = 0, namespace: str = NAMESPACE) -> Obj:
+def matching_policy(index: int = 0, namespace: str = NAMESPACE, operations: tuple[str, ...] = ("CREATE",)) -> Obj:
     """An OverridePolicy for the benchmark Pod: oversell its requests and add one label."""
     return {
         "apiVersion": API_VERSION, "kind": "OverridePolicy",
@@ -48,10 +48,10 @@ def matching_policy(index: int = 0, namespace: str = NAMESPACE) -> Obj:
             "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod",
                                    "labelSelector": {"matchLabels": {"app": "web"}}}],
             "overrideRules": [
-                {"targetOperations": ["CREATE"], "overriders": {"template": {
+                {"targetOperations": list(operations), "overriders": {"template": {
                     "type": "resourcesOversell", "operation": "replace",
                     "resourcesOversell": {"cpuFactor": "0.5", "memoryFactor": "0.25"}}}},
-                {"targetOperations": ["CREATE"], "overriders": {"template": {
+                {"targetOperations": list(operations), "overriders": {"template": {
                     "type": "labels", "operation": "add", "path": f"bench.example.com/policy-{index:04d}",
                     "value": {"string": "applied"}}}},
             ],
@@ -90,6 +90,22 @@ def one_matching(total: int) -> list[Obj]:
     return [matching_policy(0), *(filler_policy(i) for i in range(1, total))]
 
 
-def all_matching(total: int) -> list[Obj]:
+def all_matching(total: int, operations: tuple[str, ...] = ("CREATE",)) -> list[Obj]:
     """``total`` policies that all match the Pod, each adding its own label."""
-    return [matching_policy(i) for i in range(total)]
+    return [matching_policy(i, operations=operations) for i in range(total)]
+
+
+def validate_policy(index: int) -> Obj:
+    """A ClusterValidatePolicy the benchmark Pod passes: two CEL checks over its containers."""
+    return {"apiVersion": API_VERSION, "kind": "ClusterValidatePolicy", "metadata": {"name": f"check-{index:04d}"},
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                     "validateRules": [
+                         {"targetOperations": ["CREATE"], "message": "images come from registry.example.com",
+                          "cel": "object.spec.containers.all(c, c.image.startsWith('registry.example.com/'))"},
+                         {"targetOperations": ["CREATE"], "message": "every container sets a memory limit",
+                          "cel": "object.spec.containers.all(c, has(c.resources.limits.memory))"}]}}
+
+
+def all_validating(total: int) -> list[Obj]:
+    """``total`` validate policies that all match the Pod and admit it."""
+    return [validate_policy(i) for i in range(total)]

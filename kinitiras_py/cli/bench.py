@@ -35,15 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Time Pipeline.admit (selection, references, mutation, validation, patch) on one Pod, "
                     "request after request on one core. Run 1: one policy matches the Pod (resourcesOversell + "
                     "labels) and the rest target other kinds or namespaces, which the policy index skips. "
-                    "Run 2: every policy matches, giving the cost per matching policy.")
+                    "Run 2: every policy matches, giving the cost per matching policy. Run 3: as run 2, but "
+                    "an UPDATE of the Pod as stored, which the rules leave as it is. Run 4: every policy is a "
+                    "ClusterValidatePolicy with two CEL checks, all passing.")
     p.add_argument("--policies", type=_sizes, default=[1, 100, 1000], metavar="N,N,...",
                    help="policy counts of run 1 (default 1,100,1000)")
     p.add_argument("--requests", type=_positive, default=2000, help="timed requests per count (default 2000)")
     p.add_argument("--warmup", type=int, default=None, help="untimed requests first (default requests/10)")
     p.add_argument("--all-match", type=_sizes, default=None, metavar="N,N,...",
-                   help="policy counts of run 2 (default: those of --policies up to 100)")
+                   help="policy counts of runs 2-4 (default: those of --policies up to 100)")
     p.add_argument("--all-match-requests", type=_positive, default=None,
-                   help="timed requests per count in run 2 (default requests/20, at least 20)")
+                   help="timed requests per count in runs 2-4 (default requests/20, at least 20)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(handler=_bench)
 
@@ -67,10 +69,21 @@ def _bench(args: argparse.Namespace) -> int:
         print(report.index_table(index))
         print(f"\nrun 2: every policy matches; {all_requests} requests after {max(1, all_requests // 10)} warm-up",
               flush=True)
-    all_match = runner.run([runner.Setup(workload.all_matching(n), n) for n in all_sizes], pod, all_requests,
-                           max(1, all_requests // 10))
-    if table:
-        print(report.all_match_table(all_match))
-    else:
-        sys.stdout.write(orjson.dumps(report.as_json(index, all_match), option=orjson.OPT_INDENT_2).decode() + "\n")
+    runs = {
+        "all_matching": [runner.Setup(workload.all_matching(n), n) for n in all_sizes],
+        "unchanged_update": [runner.Setup(workload.all_matching(n, ("CREATE", "UPDATE")), n, update=True)
+                             for n in all_sizes],
+        "all_validating": [runner.Setup(workload.all_validating(n), n) for n in all_sizes],
+    }
+    titles = {"unchanged_update": "run 3: every policy matches, UPDATE of the Pod as stored (nothing left to change)",
+              "all_validating": "run 4: every policy is a ClusterValidatePolicy (two CEL rules) and passes"}
+    results: dict[str, list[runner.Stats]] = {"one_matching": index}
+    for name, setups in runs.items():
+        if table and name in titles:
+            print(f"\n{titles[name]}", flush=True)
+        results[name] = runner.run(setups, pod, all_requests, max(1, all_requests // 10))
+        if table:
+            print(report.all_match_table(results[name]))
+    if not table:
+        sys.stdout.write(orjson.dumps(report.as_json(results), option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0

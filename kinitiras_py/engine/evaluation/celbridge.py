@@ -74,13 +74,16 @@ def bridge(name: str, impl: Callable[..., Any]) -> Any:
 def release() -> None:
     """Release what this thread's calls left behind (call once no evaluation is running)."""
     pending = calls_pending()
+    if not pending:
+        return
+    if leaks["args"]:
+        # Freeing the tuples drops one reference per null in them that the bridge never took
+        # (before Python 3.12 None is mortal): give them back first, counted in one pass.
+        for _ in range(_count_nones([args for args, _ in pending])):
+            _incref(None)
     while pending:
         args, result = pending.pop()
         if leaks["args"]:
-            # Freeing the tuple drops one reference per null in it that the bridge never took
-            # (before Python 3.12 None is mortal): give them back first.
-            for _ in range(_count_nones(args)):
-                _incref(None)
             _decref(args)
         if leaks["result"]:
             _decref(result)

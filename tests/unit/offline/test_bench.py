@@ -26,8 +26,29 @@ def test_bench_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--policies", "1,3", "--requests", "5", "--all-match", "2", "-o", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [row["policies"] for row in data["one_matching"]] == [1, 3]
-    assert [(row["policies"], row["matching"]) for row in data["all_matching"]] == [(2, 2)]
+    for run in ("all_matching", "unchanged_update", "all_validating"):
+        assert [(row["policies"], row["matching"]) for row in data[run]] == [(2, 2)], run
     assert all(row["requests"] == 5 for row in data["one_matching"])
+
+
+def test_every_run_does_what_it_claims() -> None:
+    pod = workload.pod()
+    for setup in (runner.Setup(workload.all_matching(3), 3),
+                  runner.Setup(workload.all_matching(3, ("CREATE", "UPDATE")), 3, update=True),
+                  runner.Setup(workload.all_validating(3), 3)):
+        pipeline, _ = runner.prepare(setup.policies)
+        request = runner.setup_request(pipeline, setup, pod)
+        assert request.operation == ("UPDATE" if setup.update else "CREATE")
+    # The checks refuse a run that would time the wrong thing.
+    pipeline, _ = runner.prepare(workload.all_matching(3))
+    with pytest.raises(RuntimeError, match="2 policies match"):
+        runner.setup_request(pipeline, runner.Setup(workload.all_matching(3), 2), pod)
+    counter = workload.matching_policy(0, operations=("CREATE", "UPDATE"))
+    counter["spec"]["overrideRules"].append({"overriders": {"cel": (
+        '[{"op": "add", "path": "/metadata/annotations/n", "value": string(object.metadata.annotations.size())}]')}})
+    pipeline, _ = runner.prepare([counter])
+    with pytest.raises(RuntimeError, match="changes it again"):
+        runner.setup_request(pipeline, runner.Setup([counter], 1, update=True), pod)
 
 
 def test_bench_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:
