@@ -3,7 +3,13 @@
 The algorithm follows client-go's: every ``retry_period`` each candidate reads the Lease. A
 Lease held by someone else counts as expired only when its record (holder, renewTime,
 transitions) has not *changed* for ``leaseDurationSeconds`` of **local** time since this
-candidate last saw it change, so clock skew between replicas does not matter. A free or expired
+candidate last saw it change, so clock skew between replicas does not matter. One refinement:
+when the holder's ``renewTime`` agrees with this candidate's clock (it is no older than one poll,
+give or take :data:`CLOCK_TOLERANCE`), the lease expires ``leaseDurationSeconds`` after that
+renewal rather than after the moment it was seen, and the candidate reads the Lease again right
+then; so a crashed holder is replaced within the lease duration of its last renewal instead of
+up to two retry periods later. A holder that stopped renewing has stepped down long before
+(``renew_deadline``), so the earlier takeover never overlaps a live leader. A free or expired
 Lease is taken, and the holder renews it, with an update carrying the resourceVersion that was
 read; a 409 means someone else wrote first, and the next round reads again. The leader steps
 down when the Lease shows another holder, or when no renewal succeeded for ``renew_deadline``
@@ -44,6 +50,9 @@ __all__ = ["LeaderElector", "default_identity"]
 Listener = Callable[[bool], Awaitable[None] | None]
 """Called with True on gaining and False on losing leadership."""
 _ERRORS = (ApiException, aiohttp.ClientError, TimeoutError, OSError, ValueError)
+CLOCK_TOLERANCE = 1.0
+"""Seconds of clock difference (and request time) within which a holder's renewTime is trusted."""
+_JITTER = 1.2
 
 
 def default_identity() -> str:
@@ -53,6 +62,16 @@ def default_identity() -> str:
 
 def _micro_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _wall_seconds(stamp: object) -> float | None:
+    """A Lease MicroTime (``2026-01-02T03:04:05.123456Z``) as a POSIX timestamp, or None."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 class _Outcome(enum.Enum):
@@ -90,7 +109,7 @@ class LeaderElector:
         self._listeners: list[Listener] = []
         self._lease: Obj | None = None
         self._observed: tuple[object, ...] | None = None
-        self._observed_at = 0.0
+        self._expires_at = 0.0
         self._last_renew = 0.0
         self._task: asyncio.Task[None] | None = None
 
@@ -136,7 +155,9 @@ class LeaderElector:
                 log.warning("%r: lost the lease (%s)", self,
                             f"held by {self.holder}" if outcome is _Outcome.OTHER else "renew deadline passed")
                 await self._set_leading(False)
-            pause = self.retry_period if self.is_leader else self.retry_period * random.uniform(1.0, 1.2)
+            pause = self.retry_period if self.is_leader else self.retry_period * random.uniform(1.0, _JITTER)
+            if outcome is _Outcome.OTHER:  # look again the moment the holder's lease runs out
+                pause = max(0.0, min(pause, self._expires_at - self._clock() + 0.01))
             await asyncio.sleep(pause)
 
     async def _set_leading(self, leading: bool) -> None:
@@ -177,9 +198,21 @@ class LeaderElector:
         record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("acquireTime"),
                   spec.get("leaseTransitions"), spec.get("leaseDurationSeconds"))
         if record != self._observed:
-            self._observed, self._observed_at = record, self._clock()
+            self._observed = record
+            self._expires_at = self._expiry(spec)
         self.holder = str(spec.get("holderIdentity") or "")
         return spec
+
+    def _expiry(self, spec: Obj) -> float:
+        """When (on our clock) a Lease record seen just now expires unless it changes."""
+        now = self._clock()
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        renewed = _wall_seconds(spec.get("renewTime"))
+        if renewed is not None:
+            age = time.time() - renewed
+            if -CLOCK_TOLERANCE <= age <= self.retry_period * _JITTER + CLOCK_TOLERANCE:
+                return now + duration - max(age, 0.0)
+        return now + duration
 
     async def _try_acquire_or_renew(self) -> _Outcome:
         try:
@@ -212,8 +245,7 @@ class LeaderElector:
         spec = self._observe(lease)
         holder = self.holder
         if holder and holder != self.identity:
-            duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-            if self._clock() < self._observed_at + duration:
+            if self._clock() < self._expires_at:
                 return _Outcome.OTHER
             log.info("%r: the lease of %s expired, taking over", self, holder)
         lease = dict(lease, spec=self._spec(spec, now))
