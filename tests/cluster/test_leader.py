@@ -151,7 +151,7 @@ async def test_a_crashed_leader_is_replaced_within_the_lease_duration(api: Any, 
         took = time.monotonic() - began
         # The lease runs out LEASE after the last renewal, which came at most RETRY before the stop;
         # the follower looks again right then (plus request time).
-        assert LEASE - RETRY - 0.2 < took <= LEASE + 0.3, took
+        assert LEASE - RETRY - 0.2 < took <= LEASE + 0.5, took
     finally:
         await stop_all(electors)
 

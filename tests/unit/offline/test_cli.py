@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from kinitiras_py.cli.main import main
+from tests.unit.engine.test_render import EVERY_TEMPLATE
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 EXAMPLES = DATA / "examples"
@@ -306,3 +310,23 @@ def test_test_command_runs_the_acceptance_cases(capsys: pytest.CaptureFixture[st
     code, out, _ = run(capsys, "test", CASES / "override-tolerations")
     assert code == 0
     assert out.splitlines()[-1].endswith("passed, 0 failed")
+
+
+def test_rendered_cel_is_byte_identical_across_processes(tmp_path: Path) -> None:
+    # Set iteration order changes with the hash seed; the rendered text must not.
+    policies = [{"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy",
+                 "metadata": {"name": f"p{i}"},
+                 "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                          "overrideRules": [{"overriders": {"template": {**t, "operation": op}}}
+                                            for op in ("add", "replace", "remove")]}}
+                for i, t in enumerate(EVERY_TEMPLATE)]
+    path = tmp_path / "policies.yaml"
+    path.write_text(yaml.safe_dump_all(policies))
+    outputs = set()
+    for seed in ("0", "1", "12345"):
+        proc = subprocess.run([sys.executable, "-m", "kinitiras_py", "render", "--cel", str(path)],
+                              capture_output=True, env={**os.environ, "PYTHONHASHSEED": seed}, timeout=120)
+        assert proc.returncode == 0, proc.stderr.decode()
+        outputs.add(proc.stdout)
+    assert len(outputs) == 1
+    assert next(iter(outputs)).count(b"renderedCel") == 3 * len(EVERY_TEMPLATE)
