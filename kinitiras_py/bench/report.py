@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from kinitiras_py.bench.runner import Stats
+from kinitiras_py.bench.webhook import RateStats
 
 
 def _ms(seconds: float) -> str:
@@ -38,9 +39,16 @@ def all_match_table(stats: Sequence[Stats]) -> str:
     return _table(("policies", "requests", "median ms", "p90 ms", "ms/policy", "ops/s"), rows)
 
 
-def as_json(runs: Mapping[str, Sequence[Stats]]) -> dict[str, Any]:
+def webhook_table(stats: Sequence[RateStats]) -> str:
+    """One row per offered rate: achieved rate, errors and latency percentiles."""
+    rows = [(f"{s.offered:.0f}", f"{s.achieved:.0f}", str(s.sent), str(s.errors), _ms(s.median), _ms(s.p90),
+             _ms(s.p99), _ms(s.max)) for s in stats]
+    return _table(("offered/s", "achieved/s", "sent", "errors", "median ms", "p90 ms", "p99 ms", "max ms"), rows)
+
+
+def as_json(runs: Mapping[str, Sequence[Stats | RateStats]]) -> dict[str, Any]:
     """Every run by name, as plain data (durations in seconds)."""
-    def row(s: Stats) -> dict[str, Any]:
-        return {**asdict(s), "ops_per_second": s.ops_per_second}
+    def row(s: Stats | RateStats) -> dict[str, Any]:
+        return {**asdict(s), "ops_per_second": s.ops_per_second} if isinstance(s, Stats) else asdict(s)
 
     return {name: [row(s) for s in stats] for name, stats in runs.items()}

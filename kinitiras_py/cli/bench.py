@@ -46,11 +46,36 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="policy counts of runs 2-4 (default: those of --policies up to 100)")
     p.add_argument("--all-match-requests", type=_positive, default=None,
                    help="timed requests per count in runs 2-4 (default requests/20, at least 20)")
+    p.add_argument("--webhook", action="store_true",
+                   help="time the HTTPS webhook instead: the app in a child process on one core, AdmissionReviews "
+                        "offered open-loop at --rates from another (policies: --policies, the largest count)")
+    p.add_argument("--rates", type=_sizes, default=[100, 200, 400], metavar="N,N,...",
+                   help="with --webhook: requests per second to offer (default 100,200,400)")
+    p.add_argument("--seconds", type=float, default=10.0, help="with --webhook: seconds per rate (default 10)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(handler=_bench)
 
 
+def _bench_webhook(args: argparse.Namespace) -> int:
+    from kinitiras_py.bench import report, webhook, workload
+
+    policies = workload.one_matching(max(args.policies))
+    table = args.output == "table"
+    if table:
+        print(f"kinitiras-py {__version__} bench --webhook: Python {platform.python_version()}; POST /mutate over "
+              f"TLS with {len(policies)} policies (one matching the Pod), {webhook.CONNECTIONS} keep-alive "
+              f"connections, {args.seconds:g} s per rate, latency from each request's scheduled start", flush=True)
+    stats = webhook.run(policies, workload.pod(), args.rates, args.seconds)
+    if table:
+        print(report.webhook_table(stats))
+    else:
+        sys.stdout.write(orjson.dumps(report.as_json({"webhook": stats}), option=orjson.OPT_INDENT_2).decode() + "\n")
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
+    if args.webhook:
+        return _bench_webhook(args)
     from kinitiras_py.bench import report, runner, workload
 
     warmup = args.warmup if args.warmup is not None else max(1, args.requests // 10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -69,3 +70,19 @@ def test_percentile_nearest_rank() -> None:
     assert runner.percentile(values, 0.9) == 9.0
     assert runner.percentile(values, 0.99) == 10.0
     assert runner.percentile([], 0.5) == 0.0
+
+
+def test_webhook_bench_answers_every_request_over_tls(capsys: pytest.CaptureFixture[str]) -> None:
+    cores = os.sched_getaffinity(0)
+    assert main(["bench", "--webhook", "--policies", "5", "--rates", "40", "--seconds", "0.5", "-o", "json"]) == 0
+    assert os.sched_getaffinity(0) == cores  # the load ran on one core, and gave the others back
+    [row] = json.loads(capsys.readouterr().out)["webhook"]
+    assert (row["offered"], row["sent"], row["errors"]) == (40, 20, 0)
+    assert 0 < row["median"] <= row["p99"] <= row["max"] < 5
+
+
+def test_webhook_bench_refuses_a_setup_that_patches_nothing() -> None:
+    from kinitiras_py.bench import webhook
+
+    with pytest.raises(RuntimeError, match="without a patch"):
+        webhook.run([workload.filler_policy(1)], workload.pod(), [10], 0.1, warmup=0.1)
