@@ -21,166 +21,23 @@ Differences from kinitiras (behaviour spec §7, §12.3), all deliberate:
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, NamedTuple
 
 from kinitiras_py.base.errors import PolicyError, QuantityError, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.engine import origin_values as values
 from kinitiras_py.engine import workloads
-from kinitiras_py.engine.evaluation.quantity import Quantity
 
 _OPERATIONS = ("add", "replace", "remove")
 _METADATA_TYPES = frozenset({"annotations", "labels"})
 _CPU_STEP = Decimal("0.001")
 _UNIT_STEP = Decimal(1)
-_FACTOR = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
-_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_OPERATORS = ("Equal", "Exists")
-_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-
-Errors = list[PolicyError]
 
 
 class _Failure(Exception):
     """A valid entry cannot be applied to this object; ``apply_origin`` makes it a RuleError."""
-
-
-def _unsupported(value: object, allowed: tuple[str, ...]) -> str:
-    choices = ", ".join(repr(a) for a in allowed)
-    if value is None or value == "":
-        return f"required; supported values: {choices}"
-    return f"unsupported value {value!r}; supported values: {choices}"
-
-
-def _string_map(value: JSON, path: str) -> Errors:
-    if not isinstance(value, dict):
-        return [PolicyError(path, "must be a map of strings")]
-    return [PolicyError(f"{path}.{k}", "must be a string") for k, v in value.items()
-            if not isinstance(v, str)]
-
-
-def _of_type(kind: type, label: str) -> Callable[[JSON, str], Errors]:
-    def check(value: JSON, path: str) -> Errors:
-        return [] if isinstance(value, kind) else [PolicyError(path, f"must be {label}")]
-    return check
-
-
-def _object_list(value: JSON, path: str) -> Errors:
-    if not isinstance(value, list):
-        return [PolicyError(path, "must be a list of objects")]
-    return [PolicyError(f"{path}[{i}]", "must be an object") for i, v in enumerate(value)
-            if not isinstance(v, dict)]
-
-
-def _parse_quantity(value: JSON) -> Quantity:
-    """Parse a quantity written as a string or a JSON number (as the API server accepts)."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise QuantityError(f"invalid quantity {value!r}")
-    return Quantity.parse(str(value))
-
-
-def _resources(value: JSON, path: str) -> Errors:
-    if not isinstance(value, dict):
-        return [PolicyError(path, "must be an object")]
-    errors: Errors = []
-    for key, items in value.items():
-        if key == "claims":
-            errors += _object_list(items, f"{path}.claims")
-        elif key not in ("limits", "requests"):
-            errors.append(PolicyError(f"{path}.{key}", "unknown field; expected limits, requests or claims"))
-        elif not isinstance(items, dict):
-            errors.append(PolicyError(f"{path}.{key}", "must be a map of quantities"))
-        else:
-            for name, raw in items.items():
-                try:
-                    _parse_quantity(raw)
-                except QuantityError:
-                    errors.append(PolicyError(f"{path}.{key}.{name}", f"invalid quantity {raw!r}"))
-    return errors
-
-
-def _parse_factor(raw: JSON) -> Decimal:
-    """An oversell factor: a decimal string with 0 < factor <= 1, else ValueError."""
-    if not isinstance(raw, str):
-        raise ValueError(f"factor {raw!r} must be a decimal string, e.g. \"0.5\"")
-    if not _FACTOR.fullmatch(raw):
-        raise ValueError(f"factor {raw!r} is not a decimal number")
-    factor = Decimal(raw)
-    if not 0 < factor <= 1:
-        raise ValueError(f"factor {raw!r} is out of range: must be > 0 and <= 1")
-    return factor
-
-
-def _oversell(value: JSON, path: str) -> Errors:
-    if not isinstance(value, dict):
-        return [PolicyError(path, "must be an object with requests and/or limits")]
-    errors: Errors = []
-    for key, factors in value.items():
-        if key not in ("limits", "requests"):
-            errors.append(PolicyError(f"{path}.{key}", "unknown field; expected limits or requests"))
-        elif not isinstance(factors, dict):
-            errors.append(PolicyError(f"{path}.{key}", "must be a map of resource name to factor"))
-        else:
-            for name, raw in factors.items():
-                try:
-                    _parse_factor(raw)
-                except ValueError as e:
-                    errors.append(PolicyError(f"{path}.{key}.{name}", str(e)))
-    return errors
-
-
-def _qualified_name_problem(key: str) -> str | None:
-    """Why ``key`` is not a Kubernetes qualified name (``[prefix/]name``), or None."""
-    parts = key.split("/")
-    if len(parts) > 2:
-        return "a qualified name has at most one '/'"
-    name = parts[-1]
-    if len(parts) == 2 and not (parts[0] and len(parts[0]) <= 253 and _DNS_SUBDOMAIN.fullmatch(parts[0])):
-        return "the prefix must be a DNS subdomain (lowercase alphanumerics, '-' and '.')"
-    if not (len(name) <= 63 and _NAME.fullmatch(name)):
-        return ("the name part must be at most 63 characters of alphanumerics, '-', '_' or '.', "
-                "starting and ending with an alphanumeric")
-    return None
-
-
-def _toleration(item: Obj, path: str) -> Errors:
-    """Kubernetes' toleration rules (ValidateTolerations)."""
-    fields = {f: "" if item.get(f) is None else item[f] for f in ("key", "operator", "value", "effect")}
-    errors = [PolicyError(f"{path}.{f}", "must be a string") for f, v in fields.items()
-              if not isinstance(v, str)]
-    if errors:
-        return errors
-    key, operator, value, effect = fields.values()
-    if key and (problem := _qualified_name_problem(key)):
-        errors.append(PolicyError(f"{path}.key", f"invalid key {key!r}: {problem}"))
-    if operator not in ("", *_OPERATORS):
-        errors.append(PolicyError(f"{path}.operator", _unsupported(operator, _OPERATORS)))
-    elif not key and operator != "Exists":
-        errors.append(PolicyError(f"{path}.operator", "must be 'Exists' when key is empty"))
-    if operator == "Exists" and value:
-        errors.append(PolicyError(f"{path}.value", "must be empty when operator is 'Exists'"))
-    elif value and not (len(value) <= 63 and _NAME.fullmatch(value)):
-        errors.append(PolicyError(f"{path}.value", f"invalid value {value!r}: must be a valid label value"))
-    if effect and effect not in _EFFECTS:
-        errors.append(PolicyError(f"{path}.effect", _unsupported(effect, _EFFECTS)))
-    seconds = item.get("tolerationSeconds")
-    if seconds is not None:
-        if isinstance(seconds, bool) or not isinstance(seconds, int):
-            errors.append(PolicyError(f"{path}.tolerationSeconds", "must be an integer"))
-        if effect != "NoExecute":
-            errors.append(PolicyError(f"{path}.effect", "must be 'NoExecute' when tolerationSeconds is set"))
-    return errors
-
-
-def _tolerations(value: JSON, path: str) -> Errors:
-    errors = _object_list(value, path)
-    if not errors:
-        for i, item in enumerate(value):
-            errors += _toleration(item, f"{path}[{i}]")
-    return errors
 
 
 def _kind(obj: Obj) -> str:
@@ -263,7 +120,7 @@ def _apply_requirements(obj: Obj, entry: Obj) -> None:
     resources: Obj = {}
     for key, value in entry["resourceRequirements"].items():
         if key in ("limits", "requests"):
-            resources[key] = {name: str(_parse_quantity(raw)) for name, raw in value.items()}
+            resources[key] = {name: str(values.parse_quantity(raw)) for name, raw in value.items()}
         else:
             resources[key] = copy.deepcopy(value)
     container["resources"] = resources
@@ -282,9 +139,9 @@ def _apply_oversell(obj: Obj, entry: Obj) -> None:
                 continue
             step = _CPU_STEP if name == "cpu" else _UNIT_STEP
             try:
-                quantity = _parse_quantity(current[name])
+                quantity = values.parse_quantity(current[name])
                 if quantity.sign() != 0:
-                    current[name] = str(quantity.scaled(_parse_factor(raw), step))
+                    current[name] = str(quantity.scaled(values.parse_factor(raw), step))
             except QuantityError as e:  # a bad quantity in the object, or an absurd magnitude
                 raise _Failure(f"resources.{section}.{name}: {e}") from None
 
@@ -315,46 +172,46 @@ class _Type(NamedTuple):
     payload: str
     operations: tuple[str, ...]
     remove_needs_payload: bool
-    check: Callable[[JSON, str], Errors]
+    check: Callable[[JSON, str], values.Errors]
     apply: Callable[[Obj, Obj], None]
 
 
 _TYPES: dict[str, _Type] = {
-    "annotations": _Type("annotations", _OPERATIONS, True, _string_map, _apply_map),
-    "labels": _Type("labels", _OPERATIONS, True, _string_map, _apply_map),
-    "nodeSelector": _Type("nodeSelector", _OPERATIONS, True, _string_map, _apply_map),
-    "hostNetwork": _Type("hostNetwork", _OPERATIONS, False, _of_type(bool, "a boolean"), _apply_set),
-    "schedulerName": _Type("schedulerName", _OPERATIONS, False, _of_type(str, "a string"), _apply_set),
-    "affinity": _Type("affinity", _OPERATIONS, False, _of_type(dict, "an object"), _apply_set),
-    "topologySpreadConstraints": _Type("topologySpreadConstraints", _OPERATIONS, False, _object_list,
+    "annotations": _Type("annotations", _OPERATIONS, True, values.string_map, _apply_map),
+    "labels": _Type("labels", _OPERATIONS, True, values.string_map, _apply_map),
+    "nodeSelector": _Type("nodeSelector", _OPERATIONS, True, values.string_map, _apply_map),
+    "hostNetwork": _Type("hostNetwork", _OPERATIONS, False, values.of_type(bool, "a boolean"), _apply_set),
+    "schedulerName": _Type("schedulerName", _OPERATIONS, False, values.of_type(str, "a string"), _apply_set),
+    "affinity": _Type("affinity", _OPERATIONS, False, values.of_type(dict, "an object"), _apply_set),
+    "topologySpreadConstraints": _Type("topologySpreadConstraints", _OPERATIONS, False, values.object_list,
                                        _apply_set),
-    "resourceRequirements": _Type("resourceRequirements", _OPERATIONS, False, _resources,
+    "resourceRequirements": _Type("resourceRequirements", _OPERATIONS, False, values.resources,
                                   _apply_requirements),
     # Scaling has no inverse, so there is nothing to remove.
-    "resourceOversell": _Type("resourcesOversell", ("add", "replace"), True, _oversell, _apply_oversell),
-    "tolerations": _Type("tolerations", _OPERATIONS, True, _tolerations, _apply_tolerations),
+    "resourceOversell": _Type("resourcesOversell", ("add", "replace"), True, values.oversell, _apply_oversell),
+    "tolerations": _Type("tolerations", _OPERATIONS, True, values.tolerations, _apply_tolerations),
 }
 _TYPE_NAMES = tuple(_TYPES)
 _RESOURCE_TYPES = ("resourceRequirements", "resourceOversell")
 
 
-def _check_entry(entry: JSON, path: str) -> Errors:
+def _check_entry(entry: JSON, path: str) -> values.Errors:
     """Everything wrong with one ``origin[]`` entry on its own."""
     if not isinstance(entry, dict):
         return [PolicyError(path, "must be an object")]
-    errors: Errors = []
+    errors: values.Errors = []
     type_, operation = entry.get("type"), entry.get("operation")
     spec = _TYPES.get(type_) if isinstance(type_, str) else None
     if spec is None:
-        errors.append(PolicyError(f"{path}.type", _unsupported(type_, _TYPE_NAMES)))
+        errors.append(PolicyError(f"{path}.type", values.unsupported(type_, _TYPE_NAMES)))
     if operation not in _OPERATIONS:
-        errors.append(PolicyError(f"{path}.operation", _unsupported(operation, _OPERATIONS)))
+        errors.append(PolicyError(f"{path}.operation", values.unsupported(operation, _OPERATIONS)))
     elif spec is not None and operation not in spec.operations:
         errors.append(PolicyError(f"{path}.operation",
                                   f"operation {operation!r} is not supported for type {type_!r}; "
                                   f"supported: {', '.join(repr(o) for o in spec.operations)}"))
     if entry.get("replace") is not None:
-        errors += _of_type(bool, "a boolean")(entry["replace"], f"{path}.replace")
+        errors += values.of_type(bool, "a boolean")(entry["replace"], f"{path}.replace")
     count = entry.get("containerCount")
     if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
         errors.append(PolicyError(f"{path}.containerCount", "must be a non-negative integer"))
@@ -377,7 +234,7 @@ def validate_origin(entries: list[Obj], path: str) -> list[PolicyError]:
     """
     if not isinstance(entries, list):
         return [PolicyError(path, "must be a list")]
-    errors: Errors = []
+    errors: values.Errors = []
     first_of: dict[tuple[str, int], int] = {}  # (type, containerCount) -> first entry index
     for i, entry in enumerate(entries):
         errors += _check_entry(entry, f"{path}[{i}]")
