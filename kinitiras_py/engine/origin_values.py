@@ -60,25 +60,40 @@ def parse_quantity(value: JSON) -> Quantity:
     return Quantity.parse(str(value))
 
 
+def _per_resource(value: dict[str, JSON], path: str, expected: str, what: str,
+                  check: Callable[[JSON], object], claims: bool = False) -> Errors:
+    """Problems of ``limits``/``requests`` maps of resource name to a value ``check`` accepts
+    (it raises ValueError, or QuantityError, which is one, with the reason); with ``claims``,
+    also of a ``claims`` list of objects."""
+    errors: Errors = []
+    for key, items in value.items():
+        if claims and key == "claims":
+            errors += object_list(items, f"{path}.claims")
+        elif key not in ("limits", "requests"):
+            errors.append(PolicyError(f"{path}.{key}", f"unknown field; expected {expected}"))
+        elif not isinstance(items, dict):
+            errors.append(PolicyError(f"{path}.{key}", f"must be a map of {what}"))
+        else:
+            for name, raw in items.items():
+                try:
+                    check(raw)
+                except ValueError as e:
+                    errors.append(PolicyError(f"{path}.{key}.{name}", str(e)))
+    return errors
+
+
+def _quantity(raw: JSON) -> None:
+    try:
+        parse_quantity(raw)
+    except QuantityError:
+        raise QuantityError(f"invalid quantity {raw!r}") from None
+
+
 def resources(value: JSON, path: str) -> Errors:
     """Problems of a resourceRequirements payload (limits, requests, claims)."""
     if not isinstance(value, dict):
         return [PolicyError(path, "must be an object")]
-    errors: Errors = []
-    for key, items in value.items():
-        if key == "claims":
-            errors += object_list(items, f"{path}.claims")
-        elif key not in ("limits", "requests"):
-            errors.append(PolicyError(f"{path}.{key}", "unknown field; expected limits, requests or claims"))
-        elif not isinstance(items, dict):
-            errors.append(PolicyError(f"{path}.{key}", "must be a map of quantities"))
-        else:
-            for name, raw in items.items():
-                try:
-                    parse_quantity(raw)
-                except QuantityError:
-                    errors.append(PolicyError(f"{path}.{key}.{name}", f"invalid quantity {raw!r}"))
-    return errors
+    return _per_resource(value, path, "limits, requests or claims", "quantities", _quantity, claims=True)
 
 
 def parse_factor(raw: JSON) -> Decimal:
@@ -97,19 +112,7 @@ def oversell(value: JSON, path: str) -> Errors:
     """Problems of a resourceOversell payload (factors per resource name)."""
     if not isinstance(value, dict):
         return [PolicyError(path, "must be an object with requests and/or limits")]
-    errors: Errors = []
-    for key, factors in value.items():
-        if key not in ("limits", "requests"):
-            errors.append(PolicyError(f"{path}.{key}", "unknown field; expected limits or requests"))
-        elif not isinstance(factors, dict):
-            errors.append(PolicyError(f"{path}.{key}", "must be a map of resource name to factor"))
-        else:
-            for name, raw in factors.items():
-                try:
-                    parse_factor(raw)
-                except ValueError as e:
-                    errors.append(PolicyError(f"{path}.{key}.{name}", str(e)))
-    return errors
+    return _per_resource(value, path, "limits or requests", "resource name to factor", parse_factor)
 
 
 def _qualified_name_problem(key: str) -> str | None:
