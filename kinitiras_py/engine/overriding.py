@@ -1,7 +1,8 @@
 """Run the override rules that apply to an object, in order, and diff the result.
 
-Each rule works on a copy of the current working object and is committed only when all of its
-overriders succeed, so a failing rule never leaves the object half-changed.
+Each rule writes to a copy of the working object, made at its first operation, which replaces
+the working object only when all of its overriders succeed: a failing rule never leaves the
+object half-changed, and a rule with nothing to do costs no copy.
 """
 
 from __future__ import annotations
@@ -37,28 +38,29 @@ def _patch_ops(result: JSON, what: str) -> Patch:
 
 
 def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
-               bound: Bindings | None = None) -> bool:
-    """Apply one rule's overriders to ``working`` in place: rendered, cel, plaintext, origin.
+               bound: Bindings | None = None) -> Obj:
+    """Apply one rule's overriders: rendered, cel, plaintext, origin. ``working`` is not modified.
 
     Each overrider sees the result of the previous one (kinitiras skipped plaintext when origin
-    was present; we run all that are set). ``bound``, when given, holds ``variables`` with an
-    object equal to ``working``, already converted for CEL; it serves until the first change.
-    Returns whether any operation was applied.
+    was present; we run all that are set). The first operation goes to a copy, which is returned;
+    a rule that applies none returns ``working`` itself. ``bound``, when given, holds
+    ``variables`` with ``working`` as the object, already converted for CEL.
     """
-    touched = False
+    current = working
     for program, what in ((rule.rendered, "the rendered template"), (rule.cel, "the cel rule")):
         if program is not None:
-            inputs = bound if bound is not None and not touched else {**variables, "object": working}
+            inputs = bound if bound is not None and current is working else {**variables, "object": current}
             ops = _patch_ops(program.evaluate(inputs), what)
-            patching.apply_ops_in_place(working, ops)
-            touched = touched or bool(ops)
-    if rule.plaintext:
-        patching.apply_ops_in_place(working, rule.plaintext)
-        touched = True
-    if rule.origin:
-        origin.apply_origin(working, rule.origin, policy.ref, rule.index)
-        touched = True
-    return touched
+            if ops:
+                current = current if current is not working else copy_json(working)
+                patching.apply_ops_in_place(current, ops)
+    if rule.plaintext or rule.origin:
+        current = current if current is not working else copy_json(working)
+        if rule.plaintext:
+            patching.apply_ops_in_place(current, rule.plaintext)
+        if rule.origin:
+            origin.apply_origin(current, rule.origin, policy.ref, rule.index)
+    return current
 
 
 def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, variables: dict[str, Any],
@@ -79,15 +81,13 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     for policy, rule in matches:
         key = (policy.ref, rule.index)
         reason = lookup_errors.get(key)
-        trial: Obj = copy_json(working)
-        touched = False
+        trial: Obj = working
         if reason is None:
             own = params.get(key)
             if not own and bound is None:
                 bound = Bindings({**variables, "object": working, "params": {}})
             try:
-                touched = apply_rule(trial, rule, policy, {**variables, "params": own or {}},
-                                     None if own else bound)
+                trial = apply_rule(working, rule, policy, {**variables, "params": own or {}}, None if own else bound)
             except RuleError as e:
                 reason = e.reason
             except (KinitirasError, ValueError, TypeError, KeyError, IndexError) as e:
@@ -98,11 +98,11 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
                 mutation.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
                 continue
             return Mutation(object=obj, failure=failure, warnings=mutation.warnings)
-        if trial != working:
-            mutation.applied.append(f"{policy.ref} rule {rule.index}")
-        if touched:
+        if trial is not working:  # the rule applied operations: they hold only if they all succeeded
+            if trial != working:
+                mutation.applied.append(f"{policy.ref} rule {rule.index}")
             bound = None
-        working = trial
+            working = trial
     mutation.object = working
     mutation.patch = patching.make_patch(obj, working)
     return mutation
