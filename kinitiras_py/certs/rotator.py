@@ -59,10 +59,10 @@ import contextlib
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Generator
-from typing import Any, Generic, TypeVar
+from collections.abc import Awaitable, Callable
 
 from kinitiras_py.base import aiotasks
+from kinitiras_py.base.latest import Latest
 from kinitiras_py.certs import policy as decisions
 from kinitiras_py.certs.authority import KeyPair
 from kinitiras_py.certs.policy import TLS_CERT, TLS_KEY, Action, Policy, Step
@@ -71,9 +71,8 @@ from kinitiras_py.webhook.tls import ReloadableTLS
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ROTATE_ANNOTATION", "ROTATE_VALUES", "Latest", "Rotator"]
+__all__ = ["ROTATE_ANNOTATION", "ROTATE_VALUES", "Rotator"]
 
-T = TypeVar("T")
 MAX_STEPS = 8
 """Plan/act rounds in one check (a full CA rotation up to the wait for replicas takes 3 writes)."""
 STOP_TIMEOUT = 5.0
@@ -86,43 +85,6 @@ _REQUEST_DONE_BY = {"ca": Action.NEW_CA, "leaf": Action.ISSUE_LEAF}
 def utc_now() -> dt.datetime:
     """The wall clock, UTC (the default clock)."""
     return dt.datetime.now(dt.UTC)
-
-
-class Latest(Generic[T]):
-    """A box holding the latest value: ``get()`` now, ``await box`` for the first value,
-    ``await box.next(version)`` for a value newer than ``version``."""
-
-    def __init__(self) -> None:
-        self._value: T | None = None
-        self.version = 0
-        """Bumped by every :meth:`set`."""
-        self._changed = asyncio.Event()
-
-    def get(self) -> T | None:
-        """The latest value, or None before the first."""
-        return self._value
-
-    def set(self, value: T) -> None:
-        """Store ``value`` (when it differs) and wake the waiters."""
-        if self.version and value == self._value:
-            return
-        self._value = value
-        self.version += 1
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    async def next(self, version: int = 0) -> T:
-        """The value once ``self.version > version``."""
-        while self.version <= version or self._value is None:
-            await self._changed.wait()
-        return self._value
-
-    async def wait(self) -> T:
-        """The first value (at once when there is one)."""
-        return await self.next(0)
-
-    def __await__(self) -> Generator[Any, None, T]:
-        return self.wait().__await__()
 
 
 class Rotator:

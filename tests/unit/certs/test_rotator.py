@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from kinitiras_py.base.latest import Latest
 from kinitiras_py.certs import policy as p
 from kinitiras_py.certs.authority import new_ca, new_serving
 from kinitiras_py.certs.policy import TLS_CERT, TLS_KEY, Action
-from kinitiras_py.certs.rotator import Latest, Rotator
+from kinitiras_py.certs.rotator import Rotator
 from kinitiras_py.certs.storage import FileStore
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
