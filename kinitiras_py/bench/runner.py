@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from kinitiras_py.admission.pipeline import Pipeline, Request
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.offline.apply import build_pipeline, compile_all
 
 
@@ -85,16 +86,16 @@ def _admitted(pipeline: Pipeline, request: Request) -> tuple[Obj, list[Obj]]:
     return decision.object, decision.patch
 
 
-def _matching(pipeline: Pipeline, request: Request) -> set[str]:
-    return {p.ref for index in (pipeline.overrides, pipeline.validations)
-            for p, _ in index.matching(request.object, request.operation)}
+def _matching(request: Request, *indexes: PolicyIndex) -> set[str]:
+    """The policies of ``indexes`` that ``request`` reaches."""
+    return {p.ref for index in indexes for p, _ in index.matching(request.object, request.operation)}
 
 
 def setup_request(pipeline: Pipeline, setup: Setup, pod: Obj) -> Request:
     """The request to time, checked once: fails loudly unless the policies do what the run says."""
     request = _request(pod)
     stored, _ = _admitted(pipeline, request)
-    overriding = {p.ref for p, _ in pipeline.overrides.matching(pod, request.operation)}
+    overriding = _matching(request, pipeline.overrides)
     labels = [k for k in stored["metadata"].get("labels", {}) if k.startswith("bench.example.com/")]
     if len(labels) != len(overriding):
         raise RuntimeError(f"benchmark setup is wrong: {len(labels)} of {len(overriding)} override policies applied")
@@ -103,7 +104,7 @@ def setup_request(pipeline: Pipeline, setup: Setup, pod: Obj) -> Request:
                           user_info=request.user_info)
         if _admitted(pipeline, request)[1]:
             raise RuntimeError("benchmark setup is wrong: updating the stored Pod changes it again")
-    matched = _matching(pipeline, request)
+    matched = _matching(request, pipeline.overrides, pipeline.validations)
     if len(matched) != setup.matching:
         raise RuntimeError(f"benchmark setup is wrong: {len(matched)} of {setup.matching} policies match the Pod")
     return request

@@ -98,9 +98,8 @@ async def _offer(url: str, body: bytes, context: ssl.SSLContext, rate: float, se
         async def one(due: float) -> None:
             nonlocal errors
             try:
-                async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
-                    answer = await resp.read()
-                ok = resp.status == 200 and orjson.loads(answer)["response"]["allowed"] is True
+                status, answer = await _post(session, url, body)
+                ok = status == 200 and orjson.loads(answer)["response"]["allowed"] is True
             except (aiohttp.ClientError, OSError, ValueError, KeyError, TypeError):
                 ok = False
             latencies.append(time.perf_counter() - due)
@@ -162,10 +161,14 @@ def run(policies: Sequence[Obj], pod: Obj, rates: Sequence[float], seconds: floa
                 process.kill()
 
 
+async def _post(session: aiohttp.ClientSession, url: str, body: bytes) -> tuple[int, bytes]:
+    async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+        return resp.status, await resp.read()
+
+
 async def _once(url: str, body: bytes, context: ssl.SSLContext) -> bytes:
-    async with (aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session,
-                session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp):
-        return await resp.read()
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
+        return (await _post(session, url, body))[1]
 
 
 def patch_of(answer: bytes) -> list[Obj]:
