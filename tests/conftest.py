@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from aiohttp import web
 
 from kinitiras_py.dev import controlplane
 from kinitiras_py.dev.rest import Rest
+from kinitiras_py.webhook.tls import ReloadableTLS
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -85,3 +87,16 @@ def cluster() -> Iterator[Cluster]:
     finally:
         controlplane.down(run_dir)
         shutil.rmtree(run_dir.parent, ignore_errors=True)
+
+
+async def serve_tls(tls: ReloadableTLS) -> tuple[web.AppRunner, int]:
+    """An HTTPS server on 127.0.0.1 answering ``GET /`` with ``ok`` from ``tls``'s live context."""
+    async def hello(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/", hello)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.context).start()
+    return runner, runner.addresses[0][1]

@@ -11,15 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from kinitiras_py.certs import policy as p
 from kinitiras_py.certs.authority import new_ca, new_serving
 from kinitiras_py.certs.rotator import Rotator
 from kinitiras_py.certs.storage import Change, Conflict, SecretStore, Snapshot, modify
 from kinitiras_py.cluster.client import Api
-from kinitiras_py.webhook.tls import ReloadableTLS
-from tests.conftest import Cluster
+from tests.conftest import Cluster, serve_tls
 
 pytestmark = pytest.mark.cluster
 
@@ -39,18 +37,6 @@ def rotator(api: Any, namespace: str, replica: str, *, leader: Callable[[], bool
             inject: Injector | None = None) -> Rotator:
     return Rotator(SecretStore(api, namespace, SECRET), p.Policy.for_service("hook", namespace, ips=("127.0.0.1",)),
                    replica_id=replica, on_bundle=inject, is_leader=leader, poll_interval=0.2)
-
-
-async def serve(tls: ReloadableTLS) -> tuple[web.AppRunner, int]:
-    async def hello(_request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_get("/", hello)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.context).start()
-    return runner, runner.addresses[0][1]
 
 
 async def handshake(port: int, bundle: bytes, hostname: str = "127.0.0.1") -> str:
@@ -128,7 +114,7 @@ async def test_rotator_issues_a_pair_the_published_bundle_verifies(cluster: Clus
     inject = Injector()
     rot = rotator(api, namespace, "a", inject=inject)
     rot.start()
-    runner, port = await serve(rot.tls)
+    runner, port = await serve_tls(rot.tls)
     try:
         async with asyncio.timeout(10):
             await rot.ready.wait()
@@ -151,7 +137,7 @@ async def test_a_forced_leaf_rotation_reaches_a_follower(api: Any, namespace: st
     follower = rotator(api, namespace, "follower", leader=lambda: False)
     leader.start()
     follower.start()
-    runner, port = await serve(follower.tls)
+    runner, port = await serve_tls(follower.tls)
     try:
         async with asyncio.timeout(10):
             await follower.ready.wait()
@@ -174,7 +160,7 @@ async def test_ca_rotation_across_two_replicas(api: Any, namespace: str) -> None
     follower = rotator(api, namespace, "follower", leader=lambda: False)
     leader.start()
     follower.start()
-    runner, port = await serve(follower.tls)
+    runner, port = await serve_tls(follower.tls)
     try:
         async with asyncio.timeout(10):
             await follower.ready.wait()
@@ -201,7 +187,7 @@ async def test_a_corrupted_secret_emits_an_event_and_serving_continues(cluster: 
     follower = rotator(api, namespace, "follower", leader=lambda: False)
     leader.start()
     follower.start()
-    runner, port = await serve(follower.tls)
+    runner, port = await serve_tls(follower.tls)
     try:
         async with asyncio.timeout(10):
             await follower.ready.wait()

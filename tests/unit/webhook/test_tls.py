@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from kinitiras_py.certs import authority
 from kinitiras_py.webhook.tls import ReloadableTLS, leaf_fingerprint
+from tests.conftest import serve_tls
 
 CA = authority.new_ca()
 FIRST = authority.new_serving(CA, ["first.test"], ["127.0.0.1"])
@@ -26,22 +26,10 @@ def client_context() -> ssl.SSLContext:
     return ssl.create_default_context(cadata=CA.cert.decode())
 
 
-async def serve(tls: ReloadableTLS) -> tuple[web.AppRunner, int]:
-    async def hello(_request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_get("/", hello)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.context).start()
-    return runner, runner.addresses[0][1]
-
-
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[ReloadableTLS, int]]:
     tls = ReloadableTLS(FIRST.cert, FIRST.key)
-    runner, port = await serve(tls)
+    runner, port = await serve_tls(tls)
     try:
         yield tls, port
     finally:
@@ -136,7 +124,7 @@ async def test_unparsable_material_is_refused(server: tuple[ReloadableTLS, int],
 async def test_empty_context_refuses_handshakes_until_the_first_pair() -> None:
     tls = ReloadableTLS()
     assert not tls.loaded and tls.fingerprint is None
-    runner, port = await serve(tls)
+    runner, port = await serve_tls(tls)
     try:
         with pytest.raises((ssl.SSLError, ConnectionError)):
             await handshake_fingerprint(port)
