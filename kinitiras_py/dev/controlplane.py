@@ -183,7 +183,7 @@ def start_webhook(state: State, log: Callable[[str], None] = print) -> None:
     state.pids["webhook"] = processes.spawn([
         sys.executable, "-m", "kinitiras_py", "serve", f"--kubeconfig={state.kubeconfig}",
         "--bind-address=127.0.0.1", f"--port={port}", f"--cert-dir={cert_dir}",
-        f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=", "--log-level=debug",
+        f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=", "--log-level=info",
         "--label-excluded-namespaces",
     ], run_dir / "logs" / "webhook.log")
     _save(state)
