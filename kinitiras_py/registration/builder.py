@@ -79,16 +79,20 @@ def _webhooks(reg: Registration, kind: str, path: str, ca_bundle: bytes, rules: 
     return hooks
 
 
-def desired(reg: Registration, ca_bundle: bytes, rules: list[Obj] | None = None) -> tuple[Obj, Obj]:
-    """The (mutating, validating) configurations for ``rules`` (default: every resource)."""
+def desired(reg: Registration, ca_bundle: bytes, rules: list[Obj] | None = None,
+            validate_rules: list[Obj] | None = None) -> tuple[Obj, Obj]:
+    """The (mutating, validating) configurations: ``rules`` (default: every resource) send
+    objects to /mutate, ``validate_rules`` (default: ``rules``) to /validate. The policy kinds
+    reach both in any case."""
     rules = [ALL_RESOURCES_RULE] if rules is None else rules
+    validate_rules = rules if validate_rules is None else validate_rules
     labels = {"app.kubernetes.io/managed-by": "kinitiras-py"}
     mutating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
                 "metadata": {"name": reg.mutating_name, "labels": labels},
                 "webhooks": _webhooks(reg, "mutating", "/mutate", ca_bundle, rules)}
     validating = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
                   "metadata": {"name": reg.validating_name, "labels": labels},
-                  "webhooks": _webhooks(reg, "validating", "/validate", ca_bundle, rules)}
+                  "webhooks": _webhooks(reg, "validating", "/validate", ca_bundle, validate_rules)}
     return mutating, validating
 
 

@@ -2,7 +2,7 @@
 
 :class:`Reconciler` watches the policy indexes (a cheap fingerprint polled every
 ``poll_interval``, or :meth:`Reconciler.notify`), waits until they have been quiet for
-``debounce`` seconds (at most ``max_delay``), computes the rules (``rules.compute_rules``) and
+``debounce`` seconds (at most ``max_delay``), computes the rules (``rules.compute_split``) and
 the desired configurations (``builder.desired``), and writes a configuration only when a field
 we own differs from what the cluster holds, so an idle controller sends no writes. It also
 resyncs every ``resync_interval`` (repairing edits made by hand and picking up new API
@@ -272,9 +272,9 @@ class Reconciler:
         if not bundle:
             return None
         policies = list(_policies(self._watch)) + self._admitted()
-        ruleset = await rules.compute_rules((p.selectors for p in policies), self.catalog)
+        ruleset = await rules.compute_split(policies, self.catalog)
         reg = dataclasses.replace(self.reg, side_effects=side_effects(policies))
-        return list(builder.desired(reg, bundle, ruleset.rules)), ruleset
+        return list(builder.desired(reg, bundle, ruleset.rules, ruleset.validate_rules)), ruleset
 
     async def reconcile(self) -> bool:
         """One pass: compute and write what differs. True when both configurations now match

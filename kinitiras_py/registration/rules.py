@@ -45,7 +45,8 @@ from kinitiras_py.engine import selectors
 
 log = logging.getLogger("kinitiras_py.registration")
 
-__all__ = ["EXCLUDED", "Catalog", "RuleSet", "compute_rules", "merge", "parse_api_version"]
+__all__ = ["EXCLUDED", "Catalog", "RuleSet", "Selecting", "compute_rules", "compute_split", "merge",
+           "parse_api_version"]
 
 ANY = "*"
 EXCLUDED: frozenset[tuple[str, str]] = frozenset(
@@ -89,6 +90,21 @@ class RuleSet:
     """Discovery failed somewhere: the rules may miss kinds that do exist."""
     retry: bool = False
     """Something may resolve later (unknown kind or discovery failure): compute again soon."""
+    validate_rules: list[Obj] | None = None
+    """The rules of the validating objects webhook when they differ from ``rules`` (see
+    :func:`compute_split`); None: the same as ``rules``."""
+
+
+class Selecting(Protocol):
+    """What :func:`compute_split` reads of a policy (``CompiledPolicy`` is one)."""
+
+    @property
+    def selectors(self) -> list[Obj]:
+        """The policy's resourceSelectors (empty: every object)."""
+
+    @property
+    def validating(self) -> bool:
+        """True for the validate kinds."""
 
 
 def parse_api_version(api_version: str) -> tuple[str | None, str | None]:
@@ -238,3 +254,22 @@ async def compute_rules(selector_lists: Iterable[list[Obj]], catalog: Catalog) -
     result.rules = merge(builder.wanted)
     result.skipped = sorted(set(result.skipped))
     return result
+
+
+async def compute_split(policies: Iterable[Selecting], catalog: Catalog) -> RuleSet:
+    """The rules of each objects webhook: ``rules`` (to /mutate) cover the override policies'
+    selectors, ``validate_rules`` (to /validate) the validate policies' selectors.
+
+    An object no validate policy can select is never sent to /validate: the round trip would
+    only answer "allowed". The policy kinds themselves reach both endpoints through the separate
+    policy entry (``builder.policy_rule``), whatever the policies select.
+    """
+    mutating: list[list[Obj]] = []
+    validating: list[list[Obj]] = []
+    for policy in policies:
+        (validating if policy.validating else mutating).append(policy.selectors)
+    first = await compute_rules(mutating, catalog)
+    second = await compute_rules(validating, catalog)
+    return RuleSet(rules=first.rules, validate_rules=second.rules,
+                   skipped=sorted(set(first.skipped) | set(second.skipped)),
+                   incomplete=first.incomplete or second.incomplete, retry=first.retry or second.retry)

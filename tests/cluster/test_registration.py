@@ -166,10 +166,11 @@ async def test_a_configmap_policy_adds_configmaps_and_its_deletion_removes_them(
         await setup.kubectl("apply", "-f", "-", input=configmap_policy(name))
 
         async def added() -> bool:
-            return "configmaps" in await setup.resources() and "configmaps" in await setup.resources(VALIDATING)
+            return "configmaps" in await setup.resources()
 
         took = await eventually(added)
         assert took < 5, f"rules followed the new policy only after {took:.1f} s"
+        assert "configmaps" not in await setup.resources(VALIDATING)  # no validate policy selects them
         hooks = {h["name"]: h for h in (await setup.config())["webhooks"]}
         objects = hooks["mutate.kinitiras.kcloudlabs.io"]
         assert objects["reinvocationPolicy"] == "IfNeeded" and objects["timeoutSeconds"] == 3
@@ -183,6 +184,31 @@ async def test_a_configmap_policy_adds_configmaps_and_its_deletion_removes_them(
         return "configmaps" not in await setup.resources()
 
     assert await eventually(removed) < 5
+
+
+async def test_a_validate_policy_sends_its_kinds_to_validate_only(setup: Setup) -> None:
+    name = f"reg-cvp-{uuid.uuid4().hex[:6]}"
+    manifest = f"""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {{name: {name}}}
+spec:
+  resourceSelectors:
+    - {{apiVersion: v1, kind: Secret}}
+  validateRules:
+    - cel: "true"
+      message: never refused
+"""
+    try:
+        await setup.kubectl("apply", "-f", "-", input=manifest)
+
+        async def added() -> bool:
+            return "secrets" in await setup.resources(VALIDATING)
+
+        assert await eventually(added) < 5
+        assert "secrets" not in await setup.resources()
+    finally:
+        await setup.kubectl("delete", "clustervalidatepolicy", name, "--ignore-not-found")
 
 
 async def test_nothing_is_written_when_nothing_changed(setup: Setup) -> None:

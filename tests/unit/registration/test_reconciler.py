@@ -74,10 +74,11 @@ class FakeWatch:
         self.synced.set()
 
 
-def policy(name: str, *selectors: Obj, http: bool = False, generation: int = 1) -> CompiledPolicy:
+def policy(name: str, *selectors: Obj, http: bool = False, generation: int = 1,
+           kind: str = "ClusterOverridePolicy") -> CompiledPolicy:
     refs = {"valueRef": {"from": "http", "http": {"url": "https://example.invalid"}}} if http else {}
     rule = OverrideRule(index=0, operations=None, failure_policy="Fail", refs=refs)
-    return CompiledPolicy(kind="ClusterOverridePolicy", name=name, namespace=None, uid=f"uid-{name}",
+    return CompiledPolicy(kind=kind, name=name, namespace=None, uid=f"uid-{name}",
                           generation=generation, selectors=list(selectors), rules=(rule,))
 
 
@@ -104,7 +105,7 @@ async def test_writes_when_missing_then_never_again_when_unchanged() -> None:
     assert rec.writes == 2 and rec.ready.is_set()
     mutating, validating = api.objects[MUTATING], api.objects[VALIDATING]
     assert object_rules(mutating) == [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]
-    assert object_rules(validating) == object_rules(mutating)
+    assert object_rules(validating) == []  # no validate policy selects ConfigMaps: /validate is not sent them
     hooks = {h["name"]: h for h in mutating["webhooks"]}
     objects = hooks["mutate.kinitiras.kcloudlabs.io"]
     assert objects["sideEffects"] == "None" and objects["reinvocationPolicy"] == "IfNeeded"
@@ -129,13 +130,15 @@ async def test_policy_changes_change_the_rules_and_side_effects() -> None:
     await rec.reconcile()
     assert [h["name"] for h in api.objects[MUTATING]["webhooks"]] == ["mutate-policies.kinitiras.kcloudlabs.io"]
     watch.overrides.put(policy("cm", CONFIGMAPS))
-    watch.validations.put(policy("deploy", {"apiVersion": "apps/v1", "kind": "Deployment"}, http=True))
+    watch.validations.put(policy("deploy", {"apiVersion": "apps/v1", "kind": "Deployment"}, http=True,
+                                 kind="ClusterValidatePolicy"))
     await rec.reconcile()
+    assert object_rules(api.objects[MUTATING]) == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]
     assert object_rules(api.objects[VALIDATING]) == [
-        {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]},
         {"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]}]
     assert {h["sideEffects"] for h in api.objects[VALIDATING]["webhooks"]} == {"NoneOnDryRun"}
-    watch.validations.remove("ClusterOverridePolicy", None, "deploy")
+    watch.validations.remove("ClusterValidatePolicy", None, "deploy")
     watch.overrides.remove("ClusterOverridePolicy", None, "cm")
     await rec.reconcile()
     assert object_rules(api.objects[VALIDATING]) == []
@@ -361,6 +364,7 @@ async def test_discovery_catalog_lists_stored_resources_and_caches() -> None:
 async def test_opt_in_mode_sets_the_object_selector() -> None:
     api, watch = FakeApi(), FakeWatch()
     watch.overrides.put(policy("cm", CONFIGMAPS))
+    watch.validations.put(policy("cmv", CONFIGMAPS, kind="ClusterValidatePolicy"))
     selector = {"matchLabels": {"kinitiras.kcloudlabs.io/webhook": "enabled"}}
     rec = Reconciler(api, Registration(object_selector=selector), watch, None, CA1, catalog=FakeCatalog())
     await rec.reconcile()

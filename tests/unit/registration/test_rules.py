@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
-from kinitiras_py.registration import rules
+from kinitiras_py.registration import builder, rules
 from kinitiras_py.registration.rules import compute_rules, merge, parse_api_version
 
 R = Resource
@@ -175,3 +177,37 @@ async def test_malformed_selectors_are_ignored() -> None:
 def test_merge_drops_empty_and_absorbed_entries() -> None:
     assert merge({("a", "v1"): set(), ("b", "v1"): {"x", "*"}, ("c", "*"): {"x"}, ("c", "v1"): {"x", "y"}}) == [
         rule("b", "v1", "*"), rule("c", "*", "x"), rule("c", "v1", "y")]
+
+
+@dataclass(frozen=True)
+class Policy:
+    selectors: list[Obj]
+    validating: bool
+
+
+async def test_validate_gets_only_what_validate_policies_select() -> None:
+    pods, deployments = {"apiVersion": "v1", "kind": "Pod"}, {"apiVersion": "apps/v1", "kind": "Deployment"}
+    result = await rules.compute_split([Policy([pods], False), Policy([deployments], True)], FakeCatalog())
+    assert result.rules == [rule("", "v1", "pods")]
+    assert result.validate_rules == [rule("apps", "v1", "deployments")]
+    overrides_only = await rules.compute_split([Policy([pods], False), Policy([], False)], FakeCatalog())
+    assert overrides_only.validate_rules == []  # no validate policy: /validate sees only the policy kinds
+    assert rule("", "*", "configmaps", "namespaces", "pods") in overrides_only.rules
+
+
+async def test_split_reports_what_either_side_could_not_cover() -> None:
+    broken = FakeCatalog(broken=frozenset({"example.com"}))
+    result = await rules.compute_split([Policy([{"apiVersion": "v1", "kind": "Pod"}], False),
+                                        Policy([{"apiVersion": "example.com/v1", "kind": "Widget"}], True)], broken)
+    assert result.incomplete and result.retry and len(result.skipped) == 1
+    assert result.rules == [rule("", "v1", "pods")] and result.validate_rules == []
+
+
+def test_builder_sends_validate_only_its_rules_and_always_the_policy_kinds() -> None:
+    mutating, validating = builder.desired(builder.Registration(), b"CA", [rule("", "v1", "pods")], [])
+    assert [h["name"] for h in mutating["webhooks"]] == ["mutate-policies.kinitiras.kcloudlabs.io",
+                                                          "mutate.kinitiras.kcloudlabs.io"]
+    assert [h["name"] for h in validating["webhooks"]] == ["validate-policies.kinitiras.kcloudlabs.io"]
+    assert validating["webhooks"][0]["rules"] == [builder.policy_rule()]
+    _, validating = builder.desired(builder.Registration(), b"CA", [rule("", "v1", "pods")])
+    assert validating["webhooks"][1]["rules"][0]["resources"] == ["pods"]  # no validate rules given: the same
