@@ -7,6 +7,7 @@ object half-changed, and a rule with nothing to do costs no copy.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,7 +18,7 @@ from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import origin, patching
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.engine.evaluation.cel import Bindings
-from kinitiras_py.engine.results import Mutation, RuleFailure
+from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, RuleId
 
 RuleKey = tuple[str, int]
 """(policy ref, rule index): how resolved parameters and lookup errors are keyed."""
@@ -79,6 +80,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     # rules that find nothing to do (most of them on UPDATE) then skip the conversion.
     bound: Bindings | None = None
     for policy, rule in matches:
+        started = time.perf_counter()
         key = (policy.ref, rule.index)
         reason = lookup_errors.get(key)
         trial: Obj = working
@@ -92,15 +94,19 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
                 reason = e.reason
             except (KinitirasError, ValueError, TypeError, KeyError, IndexError) as e:
                 reason = str(e)
+        pid = PolicyId.of(policy)
+        mutation.timings[pid] = mutation.timings.get(pid, 0.0) + time.perf_counter() - started
         if reason is not None:
-            failure = RuleFailure(policy.ref, rule.index, reason, ignored=rule.failure_policy == "Ignore")
+            failure = RuleFailure(pid, rule.index, reason, ignored=rule.failure_policy == "Ignore")
             if failure.ignored:
                 mutation.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
+                mutation.ignored.append(failure)
                 continue
-            return Mutation(object=obj, failure=failure, warnings=mutation.warnings)
+            return Mutation(object=obj, failure=failure, warnings=mutation.warnings, ignored=mutation.ignored,
+                            timings=mutation.timings)
         if trial is not working:  # the rule applied operations: they hold only if they all succeeded
             if trial != working:
-                mutation.applied.append(f"{policy.ref} rule {rule.index}")
+                mutation.applied.append(RuleId(pid, rule.index))
             bound = None
             working = trial
     mutation.object = working

@@ -1,17 +1,54 @@
-"""The result types callers of the engine need: mutations, rule outcomes and verdicts."""
+"""The result types callers of the engine need: mutations, rule outcomes and verdicts.
+
+Results name policies and rules by structured identities (:class:`PolicyId`, :class:`RuleId`),
+so metrics and Events read kind, namespace and name as fields; ``str()`` of an identity is the
+display form messages use (``OverridePolicy team-a/oversell``, ``... rule 0``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kinitiras_py.base.typedefs import Obj, Patch
+
+if TYPE_CHECKING:
+    from kinitiras_py.engine.compiled import CompiledPolicy
+
+
+@dataclass(frozen=True)
+class PolicyId:
+    """Which policy: kind, namespace (None for the cluster kinds) and name."""
+
+    kind: str
+    namespace: str | None
+    name: str
+
+    @classmethod
+    def of(cls, policy: CompiledPolicy) -> PolicyId:
+        """The identity of a compiled policy."""
+        return cls(policy.kind, policy.namespace or None, policy.name)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+
+@dataclass(frozen=True)
+class RuleId:
+    """Which rule: its policy and its index in ``overrideRules``/``validateRules``."""
+
+    policy: PolicyId
+    rule: int
+
+    def __str__(self) -> str:
+        return f"{self.policy} rule {self.rule}"
 
 
 @dataclass
 class RuleFailure:
     """A rule that failed on this object, and whether its failurePolicy let the request through."""
 
-    policy: str
+    policy: PolicyId
     rule: int
     reason: str
     ignored: bool
@@ -26,12 +63,15 @@ class Mutation:
 
     object: Obj
     patch: Patch = field(default_factory=list)
-    applied: list[str] = field(default_factory=list)
+    applied: list[RuleId] = field(default_factory=list)
+    """The rules that changed the object, in order."""
     warnings: list[str] = field(default_factory=list)
     failure: RuleFailure | None = None
     """A rule failed with failurePolicy Fail: the request must be denied and ``object`` unchanged."""
-    timings: dict[str, float] = field(default_factory=dict)
-    """Seconds spent per matching policy (by policy ref), for metrics."""
+    ignored: list[RuleFailure] = field(default_factory=list)
+    """Rules that failed with failurePolicy Ignore and were skipped (each also a warning)."""
+    timings: dict[PolicyId, float] = field(default_factory=dict)
+    """Seconds spent per matching policy, for metrics."""
 
     @property
     def allowed(self) -> bool:
@@ -45,10 +85,13 @@ class Verdict:
 
     allowed: bool = True
     message: str = ""
-    policy: str = ""
+    policy: PolicyId | None = None
+    """The policy whose rule denied the request."""
     warnings: list[str] = field(default_factory=list)
     audit: list[str] = field(default_factory=list)
     failure: RuleFailure | None = None
     """The rule error that denied the request (failurePolicy Fail), if that is why."""
-    timings: dict[str, float] = field(default_factory=dict)
-    """Seconds spent per matching policy (by policy ref), for metrics."""
+    ignored: list[RuleFailure] = field(default_factory=list)
+    """Rules that failed with failurePolicy Ignore and were skipped (each also a warning)."""
+    timings: dict[PolicyId, float] = field(default_factory=dict)
+    """Seconds spent per matching policy, for metrics."""

@@ -22,7 +22,7 @@ from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.compiled import CompiledPolicy, ValidateRule
 from kinitiras_py.engine.evaluation.cel import Bindings
 from kinitiras_py.engine.overriding import RuleKey
-from kinitiras_py.engine.results import RuleFailure, Verdict
+from kinitiras_py.engine.results import PolicyId, RuleFailure, Verdict
 
 
 def _outcome(result: JSON, what: str) -> tuple[bool, str]:
@@ -82,11 +82,13 @@ def validate(matches: Iterable[tuple[CompiledPolicy, ValidateRule]], variables: 
                 valid, reason = check_rule(rule, {**variables, "params": own} if own else shared)
             except (KinitirasError, ValueError, TypeError) as e:
                 error = str(e) or type(e).__name__
-        verdict.timings[policy.ref] = verdict.timings.get(policy.ref, 0.0) + time.perf_counter() - started
+        pid = PolicyId.of(policy)
+        verdict.timings[pid] = verdict.timings.get(pid, 0.0) + time.perf_counter() - started
         if error is not None:
-            failure = RuleFailure(policy.ref, rule.index, error, ignored=rule.failure_policy == "Ignore")
+            failure = RuleFailure(pid, rule.index, error, ignored=rule.failure_policy == "Ignore")
             if failure.ignored:
                 verdict.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
+                verdict.ignored.append(failure)
                 continue
             text = str(failure)
         elif valid:
@@ -98,7 +100,7 @@ def validate(matches: Iterable[tuple[CompiledPolicy, ValidateRule]], variables: 
         if "Warn" in rule.actions:
             verdict.warnings.append(text)
         if "Deny" in rule.actions:
-            verdict.allowed, verdict.message, verdict.policy = False, text, policy.ref
+            verdict.allowed, verdict.message, verdict.policy = False, text, pid
             if error is not None:
                 verdict.failure = failure
             return verdict

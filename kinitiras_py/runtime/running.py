@@ -53,10 +53,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
              else certificates.static(cert_dir))
 
     def on_rule_failure(failure: RuleFailure) -> None:
-        kind, _, ref = failure.policy.partition(" ")
-        namespace, _, name = ref.rpartition("/")
+        policy = failure.policy
         asyncio.get_running_loop().create_task(
-            status.emit_rule_error(kind, namespace or None, name, str(failure)))
+            status.emit_rule_error(policy.kind, policy.namespace, policy.name, str(failure)))
 
     reconciler = Reconciler(api, settings.registration, watch, RestMapper(api),
                             bundle_source=certs.bundle, is_leader=certs.is_leader,
@@ -110,12 +109,17 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         await api.close()
 
 
+def update_gauges(watch: PolicyWatch, metrics: Metrics) -> None:
+    """Set the policy count and informer-synced gauges from the policy watch."""
+    for kind, count in watch.counts().items():
+        metrics.policies.labels(kind).set(count)
+    for kind, informer in watch.informers.items():
+        metrics.informer_synced.labels(kind).set(1 if informer.synced.is_set() else 0)
+
+
 async def _update_gauges(watch: PolicyWatch, metrics: Metrics) -> None:
     while True:
-        for kind, count in watch.counts().items():
-            metrics.policies.labels(kind).set(count)
-        for kind, informer in watch.informers.items():
-            metrics.informer_synced.labels(kind).set(1 if informer.synced.is_set() else 0)
+        update_gauges(watch, metrics)
         await asyncio.sleep(5)
 
 

@@ -83,7 +83,7 @@ class Handlers:
         self.metrics.observe_mutation(mutation)
         log.debug("mutate", extra={"uid": review.uid, "operation": req.operation, "kind": review.kind.get("kind"),
                                    "namespace": req.namespace, "object_namespace": _namespace_of(req.object),
-                                   "applied": mutation.applied, "ops": len(mutation.patch)})
+                                   "applied": [str(rule) for rule in mutation.applied], "ops": len(mutation.patch)})
         if mutation.failure is not None:
             self._report(mutation.failure, req.dry_run)
             return codec.denied(review.api_version, review.uid, str(mutation.failure), 403, mutation.warnings), 403
@@ -116,7 +116,8 @@ class Handlers:
         return codec.allowed(review.api_version, review.uid, None, warnings + verdict.warnings, verdict.audit), 200
 
     def _report(self, failure: RuleFailure, dry_run: bool) -> None:
-        log.warning("rule failed", extra={"policy": failure.policy, "rule": failure.rule, "reason": failure.reason})
+        log.warning("rule failed",
+                    extra={"policy": str(failure.policy), "rule": failure.rule, "reason": failure.reason})
         if self.on_rule_failure is not None and not dry_run:
             self.on_rule_failure(failure)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from kinitiras_py.engine.results import Mutation, Verdict
+from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, Verdict
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -43,24 +43,28 @@ class Metrics:
 
     def observe_mutation(self, mutation: Mutation) -> None:
         """Count what one mutation did, per policy."""
-        for ref, seconds in mutation.timings.items():
-            self.matched.labels(ref).inc()
-            self.evaluation.labels(ref).observe(seconds)
+        self._observe_timings(mutation.timings)
         for applied in mutation.applied:
-            self.patched.labels(applied.rsplit(" rule ", 1)[0]).inc()
-        if mutation.failure is not None:
-            self.errors.labels(mutation.failure.policy, "ignored" if mutation.failure.ignored else "denied").inc()
-        for warning in mutation.warnings:
-            if "failurePolicy Ignore" in warning:
-                self.errors.labels(warning.split(", rule ", 1)[0].removeprefix("policy "), "ignored").inc()
+            self.patched.labels(str(applied.policy)).inc()
+        self._observe_failures(mutation.failure, mutation.ignored)
 
     def observe_verdict(self, verdict: Verdict) -> None:
         """Count what one validation did, per policy."""
-        for ref, seconds in verdict.timings.items():
-            self.matched.labels(ref).inc()
-            self.evaluation.labels(ref).observe(seconds)
-        if not verdict.allowed and verdict.policy:
-            self.rejected.labels(verdict.policy, "Deny").inc()
+        self._observe_timings(verdict.timings)
+        if not verdict.allowed and verdict.policy is not None:
+            self.rejected.labels(str(verdict.policy), "Deny").inc()
+        self._observe_failures(verdict.failure, verdict.ignored)
+
+    def _observe_timings(self, timings: dict[PolicyId, float]) -> None:
+        for policy, seconds in timings.items():
+            self.matched.labels(str(policy)).inc()
+            self.evaluation.labels(str(policy)).observe(seconds)
+
+    def _observe_failures(self, failure: RuleFailure | None, ignored: list[RuleFailure]) -> None:
+        for skipped in ignored:
+            self.errors.labels(str(skipped.policy), "ignored").inc()
+        if failure is not None:
+            self.errors.labels(str(failure.policy), "ignored" if failure.ignored else "denied").inc()
 
     def render(self) -> bytes:
         """The text exposition of every metric."""

@@ -15,7 +15,7 @@ import pytest
 
 from kinitiras_py.engine import overriding
 from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.results import Mutation
+from kinitiras_py.engine.results import Mutation, PolicyId
 from kinitiras_py.engine.selection import PolicyIndex
 
 Obj = dict[str, Any]
@@ -156,7 +156,7 @@ def test_pod_spec_templates_on_every_pod_bearing_kind(type_: str, operation: str
                            api_version=KINDS[kind][0], kind=kind)], obj)
     assert mutation.failure is None and mutation.warnings == []
     assert mutation.object == make(kind, {**BASE_SPEC, **SPEC_CHANGES[(type_, operation)]})
-    assert mutation.applied == ["ClusterOverridePolicy p rule 0"]
+    assert [str(rule) for rule in mutation.applied] == ["ClusterOverridePolicy p rule 0"]
     again = run([policy(template(type_, operation, **POD_TEMPLATES[type_]), kind=kind,
                         api_version=KINDS[kind][0])], mutation.object)
     assert again.patch == [], "every template is idempotent"
@@ -310,7 +310,7 @@ def test_fail_keeps_the_original_object_and_names_policy_rule_and_reason() -> No
     mutation = run(policies, POD)
     assert mutation.failure is not None and not mutation.allowed
     assert (mutation.failure.policy, mutation.failure.rule, mutation.failure.ignored) == (
-        "ClusterOverridePolicy b-second", 1, False)
+        PolicyId("ClusterOverridePolicy", None, "b-second"), 1, False)
     assert str(mutation.failure) == ("policy ClusterOverridePolicy b-second, rule 1: "
                                      "patch op 0 ('/metadata/name/x'): parent is a str, not an object or array")
     assert mutation.object == POD and mutation.patch == []
@@ -322,7 +322,7 @@ def test_ignore_skips_the_failing_rule_atomically_and_later_rules_run() -> None:
     assert mutation.object["metadata"] == {**POD["metadata"], "annotations": {"later": "ran"}}  # no "half" label
     assert mutation.warnings == ["policy ClusterOverridePolicy p, rule 0: patch op 0 ('/metadata/name/x'): "
                                  "parent is a str, not an object or array (failurePolicy Ignore: rule skipped)"]
-    assert mutation.applied == ["ClusterOverridePolicy p rule 1"]
+    assert [str(rule) for rule in mutation.applied] == ["ClusterOverridePolicy p rule 1"]
 
 
 def test_cel_errors_and_lookup_errors_are_rule_failures() -> None:

@@ -13,7 +13,7 @@ import yaml
 from kinitiras_py.engine import validating
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.results import Verdict
+from kinitiras_py.engine.results import PolicyId, Verdict
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.engine.validating import validate
 
@@ -273,14 +273,14 @@ def test_cel_rule_rejects_with_its_reason(rule: dict[str, Any], message: str) ->
     verdict = run(cvp("p", rule))
     assert not verdict.allowed
     assert verdict.message == f"ClusterValidatePolicy p: {message}"
-    assert verdict.policy == "ClusterValidatePolicy p"
+    assert str(verdict.policy) == "ClusterValidatePolicy p"
 
 
 @pytest.mark.parametrize("source", ["object.spec.replicas > 2", "{'valid': true, 'reason': 'ignored'}",
                                     "{'reason': 'valid defaults to true'}"])
 def test_cel_rule_admits(source: str) -> None:
     verdict = run(cvp("p", {"cel": source}))
-    assert verdict.allowed and (verdict.message, verdict.policy, verdict.warnings, verdict.audit) == ("", "", [], [])
+    assert verdict.allowed and (verdict.message, verdict.policy, verdict.warnings, verdict.audit) == ("", None, [], [])
 
 
 def test_default_message_names_the_rule_index() -> None:
@@ -348,7 +348,7 @@ def test_warn_and_audit_then_deny_keeps_the_earlier_warnings() -> None:
 def test_passing_rules_leave_no_trace() -> None:
     verdict = run(cvp("p", {"cel": "true", "validationActions": ["Warn"]}, {"cel": "true"}))
     assert verdict.allowed and verdict.warnings == verdict.audit == [] and verdict.message == ""
-    assert set(verdict.timings) == {"ClusterValidatePolicy p"}
+    assert set(verdict.timings) == {PolicyId("ClusterValidatePolicy", None, "p")}
 
 
 # --- order: the first Deny wins, deterministically ----------------------------------------------
@@ -364,8 +364,8 @@ def test_first_deny_is_the_policy_sorting_first_by_name(reverse: bool) -> None:
     assert verdict.message == "ClusterValidatePolicy alpha: from alpha"
     # validate() itself orders what it is given, whatever the caller's order.
     matches = [(p, r) for p in policies for r in p.rules]
-    assert validate(matches, {"object": DEPLOY}).policy == "ClusterValidatePolicy alpha"
-    assert validate(reversed(matches), {"object": DEPLOY}).policy == "ClusterValidatePolicy alpha"
+    assert str(validate(matches, {"object": DEPLOY}).policy) == "ClusterValidatePolicy alpha"
+    assert str(validate(reversed(matches), {"object": DEPLOY}).policy) == "ClusterValidatePolicy alpha"
 
 
 def test_cluster_policies_run_before_namespaced_ones() -> None:
@@ -392,7 +392,7 @@ def test_runtime_error_with_fail_denies_naming_policy_rule_and_reason() -> None:
     assert not verdict.allowed
     assert verdict.message.startswith("policy ClusterValidatePolicy p, rule 1: ")
     assert "cannot order 'alice' and 1" in verdict.message
-    assert verdict.policy == "ClusterValidatePolicy p"
+    assert str(verdict.policy) == "ClusterValidatePolicy p"
 
 
 def test_runtime_error_with_ignore_is_skipped_with_a_warning() -> None:
@@ -510,7 +510,7 @@ def test_multi_rule_7_not_in() -> None:
 def test_multi_whole_policy_first_rejection_wins() -> None:
     index = PolicyIndex([multi()])
     verdict = validate(index.matching(TEAM_A, "DELETE"), {"object": TEAM_A, "oldObject": None})
-    assert verdict.message == DENIED and verdict.policy == "ClusterValidatePolicy test-multi-validate"
+    assert verdict.message == DENIED and str(verdict.policy) == "ClusterValidatePolicy test-multi-validate"
     # Every rule targets DELETE only.
     assert list(index.matching(TEAM_A, "CREATE")) == []
     # A namespace none of the constant rules reject: the http rule's lookup decides.
