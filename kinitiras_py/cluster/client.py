@@ -1,9 +1,9 @@
-"""The API connection: an ApiClient from kubeconfig or in-cluster config, JSON over any REST path,
-and a discovery-based REST mapper.
+"""The API connection: JSON over any REST path with aiohttp, and a discovery-based REST mapper.
 
-Everything goes through ``ApiClient.call_api`` with ``_preload_content=False`` so that one code
-path serves every kind (core ``/api/v1/...`` and groups ``/apis/<g>/<v>/...``), bodies stay plain
-dicts parsed by orjson, and no generated model is ever built.
+One code path serves every kind (core ``/api/v1/...`` and groups ``/apis/<g>/<v>/...``); bodies
+stay plain dicts parsed by orjson. Where the server is and how to authenticate comes from
+:mod:`kinitiras_py.cluster.kubeconfig`; ``kubernetes_asyncio`` is not imported here, as importing
+it loads every generated API and model class.
 """
 
 from __future__ import annotations
@@ -11,20 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import aiohttp
 import orjson
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio.client.exceptions import ApiException
+import yarl
 
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.cluster import kubeconfig
+from kinitiras_py.cluster.kubeconfig import Connection
 
 log = logging.getLogger(__name__)
 
@@ -32,21 +31,33 @@ __all__ = ["Api", "ApiException", "Resource", "RestMapper", "Transport", "api_cl
 
 Query = Sequence[tuple[str, str]]
 DISCOVERY_TIMEOUT = 5.0
+CONNECTIONS = 100
+"""Most connections open to the API server at once (each watch holds one)."""
+READ_BUFFER = 2**21
+"""Bytes aiohttp reads at a time: watch events of large objects arrive in fewer pieces."""
 
 
-async def api_client(kubeconfig: str | None, context: str | None = None) -> Any:
-    """A dedicated ``kubernetes_asyncio`` ApiClient.
+class ApiException(Exception):
+    """The API server answered with a non-2xx status (``status`` 0: no answer could be sent)."""
 
-    From ``kubeconfig`` when given; otherwise from the pod's service account when running in a
-    cluster (the token file is re-read as it rotates), else from ``$KUBECONFIG`` or
+    def __init__(self, status: int | None = None, reason: str | None = None, body: str | None = None) -> None:
+        super().__init__(status, reason)
+        self.status = status
+        self.reason = reason
+        self.body = body
+
+    def __str__(self) -> str:
+        return f"({self.status})\nReason: {self.reason}\n"
+
+
+async def api_client(kubeconfig_path: str | None, context: str | None = None) -> Api:
+    """A dedicated connection to the API server.
+
+    From ``kubeconfig_path`` when given; otherwise from the pod's service account when running in
+    a cluster (the token file is re-read as it rotates), else from ``$KUBECONFIG`` or
     ``~/.kube/config``. The caller closes it (``await client.close()``) after stopping every user.
     """
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        configuration = k8s_client.Configuration()
-        k8s_config.load_incluster_config(client_configuration=configuration)
-        return k8s_client.ApiClient(configuration)
-    return await k8s_config.new_client_from_config(config_file=kubeconfig, context=context,
-                                                   persist_config=False)
+    return Api(await kubeconfig.load(kubeconfig_path, context))
 
 
 def is_status(error: BaseException, code: int) -> bool:
@@ -96,22 +107,52 @@ class Transport(Protocol):
 
 
 class Api:
-    """The :class:`Transport` over a ``kubernetes_asyncio`` ApiClient (auth, TLS and token refresh are its)."""
+    """The :class:`Transport` over aiohttp, to the server of a :class:`Connection`."""
 
-    def __init__(self, client: Any) -> None:
-        self.client = client
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self._session: aiohttp.ClientSession | None = None
 
     @staticmethod
     def of(client: Any) -> Transport:
-        """``client`` itself when it already is a Transport, else an Api wrapping the ApiClient."""
-        return Api(client) if isinstance(client, k8s_client.ApiClient) else client
+        """``client`` as a Transport: an Api, or a test's fake with the same methods."""
+        return client
+
+    def _client_session(self) -> aiohttp.ClientSession:
+        # Created on first use, inside the event loop that will use it.
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=CONNECTIONS, ssl=self.connection.ssl or False)
+            # trust_env: HTTPS_PROXY/NO_PROXY apply, as they did with kubernetes_asyncio.
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=True, read_bufsize=READ_BUFFER)
+        return self._session
+
+    async def close(self) -> None:
+        """Close the connections (idempotent)."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
     async def _open(self, method: str, path: str, query: Query, body: Obj | None, content_type: str,
                     timeout: aiohttp.ClientTimeout | float | None) -> aiohttp.ClientResponse:
-        return await self.client.call_api(
-            path, method, query_params=list(query), body=body, auth_settings=["BearerToken"],
-            header_params={"Accept": "application/json", "Content-Type": content_type},
-            _preload_content=False, _request_timeout=timeout)
+        conn = self.connection
+        headers = {"Accept": "application/json"}
+        auth = await conn.credentials.header()
+        if auth:
+            headers["Authorization"] = auth
+        data = None
+        if body is not None:
+            data = orjson.dumps(body)
+            headers["Content-Type"] = content_type
+        # Paths arrive quoted (Resource.path); encoded=True keeps yarl from quoting them again.
+        url = yarl.URL(conn.server + path + (f"?{urlencode(list(query))}" if query else ""), encoded=True)
+        if not isinstance(timeout, aiohttp.ClientTimeout):
+            timeout = aiohttp.ClientTimeout(total=timeout)
+        extra: dict[str, Any] = {"server_hostname": conn.tls_server_name} if conn.tls_server_name else {}
+        resp = await self._client_session().request(method, url, data=data, headers=headers, timeout=timeout,
+                                                    proxy=conn.proxy, **extra)
+        if resp.status == 401:
+            conn.credentials.invalidate()  # a rotated token or an expired exec credential
+        return resp
 
     async def request(self, method: str, path: str, *, query: Query = (), body: Obj | None = None,
                       content_type: str = "application/json", timeout: float | None = None) -> Obj:
@@ -150,8 +191,7 @@ class Api:
 
 
 def _api_error(status: int, reason: str | None, raw: bytes) -> ApiException:
-    error = ApiException(status=status, reason=reason)
-    error.body = raw.decode(errors="replace")  # type: ignore[assignment]  # str, as call_api leaves it
+    error = ApiException(status=status, reason=reason, body=raw.decode(errors="replace"))
     with contextlib.suppress(ValueError):
         message = orjson.loads(raw).get("message")
         if message:

@@ -1,4 +1,4 @@
-"""Resource paths, the REST mapper's cache and refresh, and Api over a real ApiClient and HTTP server."""
+"""Resource paths, the REST mapper's cache and refresh, and Api over a real HTTP server."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
-from kubernetes_asyncio import client as k8s_client
 
 from kinitiras_py.cluster.client import Api, ApiException, Resource, RestMapper, is_status
+from kinitiras_py.cluster.kubeconfig import Connection, StaticCredentials, TokenFile
 from tests.unit.cluster.conftest import FakeApi, api_error
 
 
@@ -86,13 +86,14 @@ def test_is_status() -> None:
     assert not is_status(ValueError(), 410)
 
 
-# -- Api over kubernetes_asyncio and a real HTTP server ----------------------------------------
+# -- Api over a real HTTP server ---------------------------------------------------------------
 
 BIG = "x" * 300_000
 
 
 async def _object(request: web.Request) -> web.Response:
-    assert request.headers["Authorization"] == "Bearer s3cret"
+    if request.headers.get("Authorization") != "Bearer s3cret":
+        return web.json_response({"kind": "Status", "code": 401, "message": "Unauthorized"}, status=401)
     name = request.match_info["name"]
     if name == "missing":
         return web.json_response({"kind": "Status", "code": 404, "message": 'configmaps "missing" not found'},
@@ -117,23 +118,28 @@ async def _watch(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def _named(request: web.Request) -> web.Response:
+    return web.json_response({"path": request.raw_path, "body": (await request.read()).decode()})
+
+
 @pytest.fixture
-async def api(aiohttp_server: Any) -> AsyncIterator[Api]:
+async def server(aiohttp_server: Any) -> Any:
     app = web.Application()
     app.router.add_get("/api/v1/namespaces/ns/configmaps/{name}", _object)
     app.router.add_patch("/api/v1/namespaces/ns/configmaps/{name}/status", _patch)
     app.router.add_get("/api/v1/configmaps", _watch)
-    server = await aiohttp_server(app)
-    configuration = k8s_client.Configuration(host=str(server.make_url("")).rstrip("/"),
-                                             api_key={"BearerToken": "s3cret"},
-                                             api_key_prefix={"BearerToken": "Bearer"})
-    api_client = k8s_client.ApiClient(configuration)
+    app.router.add_route("*", "/named/{name}", _named)
+    return await aiohttp_server(app)
+
+
+@pytest.fixture
+async def api(server: Any) -> AsyncIterator[Api]:
+    api = Api(Connection(str(server.make_url("")).rstrip("/"), credentials=StaticCredentials("Bearer s3cret")))
+    assert Api.of(api) is api
     try:
-        api = Api.of(api_client)
-        assert isinstance(api, Api)
         yield api
     finally:
-        await api_client.close()
+        await api.close()
 
 
 async def test_api_request_decodes_json_and_raises_api_exception(api: Api) -> None:
@@ -151,3 +157,23 @@ async def test_api_watch_splits_lines_of_any_size(api: Api) -> None:
     events = [e async for e in api.watch("/api/v1/configmaps", [("watch", "true")], timeout=5)]
     assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "DELETED"]
     assert events[1]["object"]["data"]["big"] == BIG
+
+
+async def test_api_keeps_quoted_paths_and_sends_bodies_as_json(api: Api) -> None:
+    got = await api.request("PATCH", "/named/a%2Fb", body={"k": "é"}, content_type="application/apply-patch+yaml")
+    assert got == {"path": "/named/a%2Fb", "body": '{"k":"é"}'}
+
+
+async def test_a_401_makes_the_token_file_be_read_again(server: Any, tmp_path: Any) -> None:
+    token = tmp_path / "token"
+    token.write_text("old")
+    credentials = TokenFile(token, period=3600)
+    api = Api(Connection(str(server.make_url("")).rstrip("/"), credentials=credentials))
+    try:
+        with pytest.raises(ApiException):
+            await api.request("GET", "/api/v1/namespaces/ns/configmaps/a")  # 'Bearer old' is refused
+        token.write_text("s3cret")  # rotated; without the 401 the file would be read an hour later
+        assert (await api.request("GET", "/api/v1/namespaces/ns/configmaps/a"))["metadata"] == {"name": "a"}
+    finally:
+        await api.close()
+

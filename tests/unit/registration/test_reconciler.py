@@ -10,10 +10,9 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.cluster.client import Resource
+from kinitiras_py.cluster.client import ApiException, Resource
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.registration import builder
