@@ -61,7 +61,8 @@ def _warn(message: str) -> None:
 def _render(args: argparse.Namespace) -> int:
     from kinitiras_py.engine.compiling import compile_policy
     from kinitiras_py.offline import loader
-    from kinitiras_py.offline.render import dump_yaml_all, rendered_sources, with_rendered
+    from kinitiras_py.offline.dumper import dump_yaml_all
+    from kinitiras_py.offline.render import rendered_sources, with_rendered
 
     try:
         docs = loader.load_documents(args.policy)
@@ -86,7 +87,7 @@ def _render(args: argparse.Namespace) -> int:
 
 def _apply(args: argparse.Namespace) -> int:
     from kinitiras_py.offline import apply, loader
-    from kinitiras_py.offline.render import dump_yaml
+    from kinitiras_py.offline.dumper import dump_yaml
 
     try:
         case = apply.Case(

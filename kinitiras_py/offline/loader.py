@@ -1,36 +1,224 @@
-"""Read YAML/JSON documents from files or stdin."""
+"""Read YAML/JSON documents from files or stdin, as kubectl reads them.
+
+kubectl turns YAML into JSON (sigs.k8s.io/yaml over go-yaml v2, a YAML 1.1 reader) before anything
+else sees it. This loader gives the same JSON for the same text, or refuses with the file and the
+path of the offending node (exit 2 in the CLI), never a Python object JSON cannot hold:
+
+* scalars resolve as in YAML 1.1 (``yes``, ``off``, ``y`` are booleans, ``~`` is null), except
+  timestamps, which stay strings as go-yaml v2 keeps them when decoding into JSON;
+* a non-string mapping key becomes a string as sigs.k8s.io/yaml makes it: ``off:`` is ``"false"``,
+  ``1:`` is ``"1"``; a null or fractional key is refused;
+* ``!!set`` is a mapping to nulls (what YAML defines it as); ``!!binary``, ``.nan``, ``.inf`` and
+  integers beyond 64 bits are refused (JSON has no such values);
+* files must be UTF-8, and nesting deeper than :data:`MAX_DEPTH` is refused.
+"""
 
 from __future__ import annotations
 
+import io
+import math
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kinitiras_py.base.errors import KinitirasError
-from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.base.typedefs import JSON, Obj
+
+MAX_DEPTH = 200
+"""Deepest nesting accepted; Kubernetes objects stay far below it, and the engine copies objects
+with a JSON library limited to 255 levels."""
+MAX_NODES = 1_000_000
+"""Most values a document may hold once its aliases are expanded (as JSON spells them out)."""
+_UINT64_MAX = 2**64 - 1
 
 
 class InputError(KinitirasError):
     """A file cannot be read or holds no usable document."""
 
 
-def load_documents(path: str | Path) -> list[Obj]:
-    """Every non-empty document in a YAML (or JSON) file; ``-`` reads stdin. Lists are flattened."""
+class _Refused(yaml.YAMLError):
+    """A node that has no JSON equivalent; ``mark`` says where it is."""
+
+    def __init__(self, reason: str, node: Node) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.mark = node.start_mark
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader producing JSON values only (see the module docstring)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        # Composing recurses once per level: stop before Python's recursion limit does.
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self.peek_event())
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_document(self, node: Node) -> Any:
+        """Refuse a document that aliases make cyclic, deeper than the limit or huge before building it."""
+        _Measure().measure(node, 1)
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping with its keys as sigs.k8s.io/yaml writes them into JSON (the last of equal
+        keys wins, as there)."""
+        self.flatten_mapping(node)  # merge keys (<<)
+        return {_json_key(self.construct_object(key_node, deep=deep), key_node):
+                self.construct_object(value_node, deep=deep) for key_node, value_node in node.value}
+
+
+class _Measure:
+    """Size and height of a node tree as JSON would spell it out, aliases expanded."""
+
+    def __init__(self) -> None:
+        self.known: dict[int, tuple[int, int]] = {}
+        self.open: set[int] = set()
+
+    def measure(self, node: Node, depth: int) -> tuple[int, int]:
+        """``(nodes, levels)`` below and including ``node``, found at nesting ``depth``."""
+        if id(node) in self.open:
+            raise _Refused("an alias refers to a node that contains it (JSON has no cycles)", node)
+        size, height = self.known.get(id(node)) or self._children(node, depth)
+        if depth + height - 1 > MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels (aliases expanded)", node)
+        if size > MAX_NODES:
+            raise _Refused(f"more than {MAX_NODES} values once aliases are expanded", node)
+        return size, height
+
+    def _children(self, node: Node, depth: int) -> tuple[int, int]:
+        children: list[Node] = []
+        if isinstance(node, MappingNode):
+            children = [part for pair in node.value for part in pair]
+        elif isinstance(node, SequenceNode):
+            children = list(node.value)
+        self.open.add(id(node))
+        size, height = 1, 0
+        for child in children:
+            child_size, child_height = self.measure(child, depth + 1)
+            size, height = size + child_size, max(height, child_height)
+            if size > MAX_NODES:
+                break
+        self.open.discard(id(node))
+        self.known[id(node)] = size, height + 1
+        return size, height + 1
+
+
+def _json_key(key: Any, node: Node) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return str(key)
+    shown = repr(node.value) if isinstance(node, ScalarNode) else "a list or a mapping"
+    raise _Refused(f"a mapping key must be a string, an integer or a boolean, got {shown}"
+                   " (quote it to make it a string)", node)
+
+
+_BOOLS = {"y": True, "yes": True, "true": True, "on": True, "n": False, "no": False, "false": False, "off": False}
+
+
+def _construct_bool(loader: yaml.SafeLoader, node: Node) -> bool:
+    return _BOOLS[str(loader.construct_scalar(node)).lower()]  # type: ignore[arg-type]
+
+
+def _construct_int(loader: yaml.SafeLoader, node: Node) -> int | float:
     try:
-        text = sys.stdin.read() if str(path) == "-" else Path(path).read_text()
+        value: int = yaml.SafeLoader.construct_yaml_int(loader, node)  # type: ignore[arg-type]
+        if -(2**63) <= value <= _UINT64_MAX:
+            return value
+        return float(value)  # go-yaml reads an integer beyond 64 bits as a float
+    except (ValueError, OverflowError):  # beyond Python's digit limit, or a float's range
+        raise _Refused(f"the integer {str(node.value)[:20]}... is too large", node) from None
+
+
+def _construct_float(loader: yaml.SafeLoader, node: Node) -> float:
+    value: float = yaml.SafeLoader.construct_yaml_float(loader, node)  # type: ignore[arg-type]
+    if math.isnan(value) or math.isinf(value):
+        raise _Refused(f"{node.value} has no JSON equivalent (NaN and infinities are not numbers in JSON)", node)
+    return value
+
+
+def _refuse_binary(loader: yaml.SafeLoader, node: Node) -> None:
+    raise _Refused("!!binary values have no JSON equivalent; write the base64 text as a string", node)
+
+
+def _construct_set(loader: yaml.SafeLoader, node: Node) -> dict[Any, None]:
+    assert isinstance(node, MappingNode)
+    return dict.fromkeys(loader.construct_mapping(node))
+
+
+def _construct_timestamp(loader: yaml.SafeLoader, node: Node) -> str:
+    return str(loader.construct_scalar(node))  # type: ignore[arg-type]
+
+
+_Loader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+_Loader.add_constructor("tag:yaml.org,2002:binary", _refuse_binary)
+_Loader.add_constructor("tag:yaml.org,2002:set", _construct_set)
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+# go-yaml v2 also reads y, Y, n and N as booleans.
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN"))
+
+
+class _Named(io.StringIO):
+    """Text with a name, so that PyYAML's messages say which file."""
+
+    def __init__(self, text: str, name: str) -> None:
+        super().__init__(text)
+        self.name = name
+
+
+def parse_yaml(text: str, source: str) -> list[JSON]:
+    """Every document of ``text`` as JSON values (empty documents are None); InputError naming
+    ``source``, the line and the column of the first problem."""
+    try:
+        return list(yaml.load_all(_Named(text, source), Loader=_Loader))
+    except _Refused as e:
+        raise InputError(f"{source}:{e.mark.line + 1}:{e.mark.column + 1}: {e.reason}") from None
+    except yaml.YAMLError as e:
+        raise InputError(f"{source}: not valid YAML: {e}") from None
+
+
+def read_text(path: str | Path) -> str:
+    """The text of a file (``-``: stdin); InputError when it is unreadable or not UTF-8."""
+    try:
+        data = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
     except OSError as e:
         raise InputError(f"{path}: {e.strerror}") from None
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        raise InputError(f"{path}: not valid YAML: {e}") from None
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start} is {data[e.start:e.start + 1]!r})") from None
+
+
+def load_documents(path: str | Path) -> list[Obj]:
+    """Every non-empty document in a YAML (or JSON) file; ``-`` reads stdin. Lists are flattened."""
     out: list[Obj] = []
-    for doc in docs:
+    for doc in parse_yaml(read_text(path), str(path)):
+        if doc is None:
+            continue
         items = doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else None
         for item in items if isinstance(items, list) else [doc]:
             if not isinstance(item, dict):
-                raise InputError(f"{path}: expected a mapping, got {type(item).__name__}")
+                raise InputError(f"{path}: expected a mapping, got {_json_name(item)}")
             out.append(item)
     return out
 
@@ -41,3 +229,10 @@ def load_one(path: str | Path) -> Obj:
     if len(docs) != 1:
         raise InputError(f"{path}: expected one document, found {len(docs)}")
     return docs[0]
+
+
+_NAMES = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"), (list, "a list"))
+
+
+def _json_name(value: JSON) -> str:
+    return next((name for kind, name in _NAMES if isinstance(value, kind)), "null")

@@ -1,15 +1,10 @@
-"""Write rendered CEL back into a policy document (what the webhook's policy patch does), and
-print policies and results as readable YAML."""
+"""Write rendered CEL back into a policy document (what the webhook's policy patch does)."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
-from typing import Any
 
-import yaml
-
-from kinitiras_py.base.typedefs import JSON, Obj, Patch
+from kinitiras_py.base.typedefs import Obj, Patch
 from kinitiras_py.engine.compiled import CompiledPolicy
 
 
@@ -39,27 +34,3 @@ def rendered_sources(compiled: CompiledPolicy) -> list[tuple[str, str]]:
     field = "validateRules" if compiled.validating else "overrideRules"
     where = "" if compiled.validating else ".overriders"
     return [(f"spec.{field}[{i}]{where}.renderedCel", source) for i, source in sorted(compiled.rendered.items())]
-
-
-class _Dumper(yaml.SafeDumper):
-    """Safe YAML with multi-line strings (rendered CEL) written as literal blocks."""
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str)
-
-
-def dump_yaml(value: JSON) -> str:
-    """One YAML document, keys in their given order, multi-line strings as blocks."""
-    text: str = yaml.dump(value, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
-    return text
-
-
-def dump_yaml_all(values: Iterable[Any]) -> str:
-    """Several YAML documents separated by ``---``."""
-    text: str = yaml.dump_all(list(values), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
-    return text

@@ -32,11 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kinitiras_py.admission.pipeline import Decision
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.offline import apply, loader
+from kinitiras_py.offline.dumper import dump_yaml
 
 TEST_FILE = "kinitiras-test.yaml"
 EXPECT_KEYS = frozenset({"allowed", "object", "message", "warnings", "error"})
@@ -80,7 +79,7 @@ class Outcome:
 
 
 def _dump(obj: Obj) -> list[str]:
-    return yaml.safe_dump(obj, sort_keys=True, width=120).splitlines(keepends=True)
+    return dump_yaml(obj, sort_keys=True).splitlines(keepends=True)
 
 
 def _files(value: object, here: Path, what: str) -> list[Path]:
