@@ -8,31 +8,36 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from kinitiras_py.webhook import codec
+from kinitiras_py.webhook.body import BODY_KEY, MAX_BODY_BYTES
 from kinitiras_py.webhook.handlers import Handlers
 
 log = logging.getLogger("kinitiras_py.webhook")
-MAX_BODY_BYTES = 8 * 1024 * 1024
-"""Objects are at most ~3 MiB in etcd; a review may carry object and oldObject."""
+ADMISSION_PATHS = ("/mutate", "/validate")
 
 
 @web.middleware
 async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The only place exceptions become responses: never a traceback, never a dropped request."""
+    """The last place exceptions become responses: never a traceback, never a dropped request.
+
+    On the admission paths every answer is an AdmissionReview, with the request's uid when the
+    handler got as far as reading the body (it keeps it on the request: a body cannot be read twice).
+    """
     try:
         return await handler(request)
-    except web.HTTPRequestEntityTooLarge:
-        message = f"the admission request exceeds {MAX_BODY_BYTES} bytes"
-        return web.Response(status=413, text=message)
-    except web.HTTPException:
-        raise
+    except web.HTTPException as e:
+        if request.path not in ADMISSION_PATHS or e.status < 400:
+            raise
+        return _denial(request, e.reason, e.status)
     except Exception as e:  # every failure must still answer the API server
         log.exception("unexpected error", extra={"path": request.path})
-        if request.path in ("/mutate", "/validate"):
-            body = await request.read() if request.can_read_body else b""
-            api_version, uid = codec.peek_uid(body)
-            return web.Response(body=codec.denied(api_version, uid, f"kinitiras-py internal error: {e}", 500),
-                                content_type="application/json")
+        if request.path in ADMISSION_PATHS:
+            return _denial(request, f"kinitiras-py internal error: {e}", 500)
         return web.Response(status=500, text=f"internal error: {e}")
+
+
+def _denial(request: web.Request, message: str, code: int) -> web.Response:
+    api_version, uid = codec.peek_uid(request.get(BODY_KEY, b""))
+    return web.Response(body=codec.denied(api_version, uid, message, code), content_type="application/json")
 
 
 def make_app(handlers: Handlers, metrics_route: bool = True) -> web.Application:

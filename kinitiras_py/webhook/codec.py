@@ -1,12 +1,14 @@
 """AdmissionReview (admission.k8s.io v1 and v1beta1) decoding and encoding.
 
 The request is bad (not the object): :class:`~kinitiras_py.base.errors.ReviewError`, answered
-with a 400 denial that echoes the uid when one could be read.
+with a 400 denial that echoes the uid when one could be read. Field types are checked in
+:mod:`kinitiras_py.webhook.shape` before anything reads them.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +17,7 @@ import orjson
 from kinitiras_py.admission.pipeline import Request
 from kinitiras_py.base.errors import ReviewError
 from kinitiras_py.base.typedefs import Obj, Patch
+from kinitiras_py.webhook import shape
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -37,13 +40,31 @@ class Review:
         return kind
 
 
-def peek_uid(body: bytes) -> tuple[str, str]:
-    """Best-effort (apiVersion, uid) of a body that failed to decode, for the error response."""
+_UID_AT_START = re.compile(rb'"request"\s*:\s*\{\s*"uid"\s*:\s*"([^"\\]{1,256})"')
+"""The request's uid where the API server writes it: the first member of ``request``."""
+
+
+def peek_uid(body: bytes, complete: bool = True) -> tuple[str, str]:
+    """Best-effort (apiVersion, uid) of a body that failed to decode, for the error response.
+
+    The apiVersion is echoed only when it is one we answer in, the uid only when it is a string.
+    ``complete=False`` means ``body`` is only the beginning of the request (it was too large to
+    read): the uid is then found only where the API server puts it.
+    """
+    if not complete:
+        found = _UID_AT_START.search(body)
+        version = next((v for v in API_VERSIONS if f'"apiVersion":"{v}"'.encode() in body), API_VERSIONS[0])
+        return version, found.group(1).decode(errors="replace") if found else ""
     try:
         doc = orjson.loads(body)
-        return str(doc.get("apiVersion") or API_VERSIONS[0]), str((doc.get("request") or {}).get("uid") or "")
-    except (orjson.JSONDecodeError, AttributeError, TypeError):
+    except orjson.JSONDecodeError:
         return API_VERSIONS[0], ""
+    if not isinstance(doc, dict):
+        return API_VERSIONS[0], ""
+    echoed = doc.get("apiVersion")
+    req = doc.get("request")
+    uid = req.get("uid") if isinstance(req, dict) else None
+    return echoed if echoed in API_VERSIONS else API_VERSIONS[0], uid if isinstance(uid, str) else ""
 
 
 def decode(body: bytes) -> Review:
@@ -64,7 +85,7 @@ def decode(body: bytes) -> Review:
     if not isinstance(uid, str) or not uid:
         raise ReviewError("the AdmissionReview request has no uid")
     operation = req.get("operation")
-    if operation not in OPERATIONS:
+    if not isinstance(operation, str) or operation not in OPERATIONS:
         raise ReviewError(f"unsupported operation {operation!r}: expected one of {', '.join(OPERATIONS)}")
     obj, old = req.get("object"), req.get("oldObject")
     if operation == "DELETE":
@@ -74,7 +95,8 @@ def decode(body: bytes) -> Review:
         raise ReviewError(f"the {operation} request carries no object")
     if operation == "UPDATE" and not isinstance(old, dict):
         raise ReviewError("the UPDATE request carries no oldObject")
-    namespace = str(req.get("namespace") or "")
+    shape.check_request(req)
+    namespace = req.get("namespace") or ""
     if namespace:
         # Objects created by controllers (e.g. Pods from a ReplicaSet) can arrive without
         # metadata.namespace; selection and namespaced policies need it. Filling it in on the
@@ -84,7 +106,7 @@ def decode(body: bytes) -> Review:
     user: Obj = user_info if isinstance(user_info, dict) else {}
     request = Request(operation=operation, object=obj if isinstance(obj, dict) else {},
                       old_object=old if isinstance(old, dict) else None,
-                      namespace=namespace, user_info=user, dry_run=bool(req.get("dryRun")))
+                      namespace=namespace, user_info=user, dry_run=req.get("dryRun") is True)
     return Review(api_version=str(api_version), uid=uid, request=request, raw=req)
 
 
@@ -113,7 +135,8 @@ def allowed(api_version: str, uid: str, patch: Patch | None = None, warnings: li
 
 def denied(api_version: str, uid: str, message: str, code: int = 403, warnings: list[str] | None = None) -> bytes:
     """A denying response; the API server shows ``message`` to the user."""
-    reason = {400: "BadRequest", 403: "Forbidden", 500: "InternalError"}.get(code, "Forbidden")
+    reason = {400: "BadRequest", 403: "Forbidden", 405: "MethodNotAllowed", 413: "RequestEntityTooLarge",
+              500: "InternalError"}.get(code, "Forbidden")
     response: dict[str, Any] = {"uid": uid, "allowed": False,
                                 "status": {"status": "Failure", "code": code, "reason": reason, "message": message}}
     if warnings:

@@ -15,7 +15,7 @@ from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base.errors import ReviewError
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.results import RuleFailure
-from kinitiras_py.webhook import codec
+from kinitiras_py.webhook import body, codec
 from kinitiras_py.webhook.metrics import Metrics
 
 log = logging.getLogger("kinitiras_py.webhook")
@@ -50,11 +50,17 @@ class Handlers:
 
     async def _handle(self, request: web.Request, endpoint: str) -> web.Response:
         started = time.perf_counter()
-        body = await request.read()
+        data, complete = await body.read_body(request)
+        if not complete:
+            api_version, uid = codec.peek_uid(data, complete=False)
+            message = f"the admission request exceeds {body.MAX_BODY_BYTES} bytes"
+            log.warning("admission request too large", extra={"endpoint": endpoint, "uid": uid})
+            return self._respond(endpoint, codec.denied(api_version, uid, message, 413), 413, started)
         try:
-            review = codec.decode(body)
+            body.check_content_type(request)
+            review = codec.decode(data)
         except ReviewError as e:
-            api_version, uid = codec.peek_uid(body)
+            api_version, uid = codec.peek_uid(data)
             log.warning("bad admission request", extra={"endpoint": endpoint, "reason": str(e)})
             return self._respond(endpoint, codec.denied(api_version, uid, f"bad admission request: {e}", 400), 400,
                                  started)
@@ -66,6 +72,9 @@ class Handlers:
             message = f"kinitiras-py did not finish within its {self.deadline:g} s deadline"
             log.error("deadline exceeded", extra={"endpoint": endpoint, "uid": review.uid})
             out, code = codec.denied(review.api_version, review.uid, message, 500), 500
+        except Exception as e:  # an answer with this request's uid, never a dropped request
+            log.exception("unexpected error", extra={"endpoint": endpoint, "uid": review.uid})
+            out, code = codec.denied(review.api_version, review.uid, f"kinitiras-py internal error: {e}", 500), 500
         finally:
             self.metrics.in_flight.labels(endpoint).dec()
         return self._respond(endpoint, out, code, started)

@@ -16,6 +16,8 @@ from kinitiras_py.webhook.server import Server
 from kinitiras_py.webhook.tls import ReloadableTLS
 from tests.functional.test_webhook import SlowStore, make_handlers, owner_policy, review
 
+JSON = {"Content-Type": "application/json"}
+
 
 @pytest.fixture
 def tls() -> tuple[ReloadableTLS, ssl.SSLContext]:
@@ -37,7 +39,7 @@ async def test_shutdown_finishes_in_flight_requests_and_refuses_new_ones(
     secret: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret",
                               "metadata": {"name": "s", "namespace": "default", "ownerReferences": owners}}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ctx)) as session:
-        in_flight = asyncio.create_task(session.post(url, data=review("CREATE", secret)))
+        in_flight = asyncio.create_task(session.post(url, data=review("CREATE", secret), headers=JSON))
         await asyncio.sleep(0.15)
         stopping = asyncio.create_task(server.stop())
         response = await in_flight
@@ -47,4 +49,4 @@ async def test_shutdown_finishes_in_flight_requests_and_refuses_new_ones(
         await stopping
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ctx)) as session:
         with pytest.raises(aiohttp.ClientConnectorError):
-            await session.post(url, data=review("CREATE", secret))
+            await session.post(url, data=review("CREATE", secret), headers=JSON)

@@ -192,10 +192,17 @@ async def test_connect_is_allowed_untouched(client: TestClient) -> None:
         assert doc["response"] == {"uid": "uid-1", "allowed": True}
 
 
-async def test_oversized_request_is_refused_with_413(client: TestClient) -> None:
-    resp = await client.post("/mutate", data=b"x" * (MAX_BODY_BYTES + 1))
-    assert resp.status == 413
-    assert "exceeds" in await resp.text()
+async def test_oversized_request_is_refused_with_a_413_admission_review(client: TestClient) -> None:
+    padding = {"data": {"blob": "x" * (MAX_BODY_BYTES + 1)}}
+    body = review("CREATE", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, **padding})
+    for data in (body, b"x" * (MAX_BODY_BYTES + 1)):
+        resp = await client.post("/mutate", data=data, headers={"Content-Type": "application/json"})
+        assert resp.status == 200
+        doc = await resp.json()
+        assert doc["kind"] == "AdmissionReview" and doc["apiVersion"] == "admission.k8s.io/v1"
+        assert doc["response"]["uid"] == ("uid-1" if data is body else "")
+        assert doc["response"]["allowed"] is False
+        assert doc["response"]["status"]["code"] == 413 and "exceeds" in doc["response"]["status"]["message"]
 
 
 @pytest.mark.parametrize(("failure_policy", "allowed"), [("Fail", False), ("Ignore", True)])
@@ -232,8 +239,10 @@ async def test_unexpected_error_is_a_denial_not_a_traceback(aiohttp_client: Any)
 
     handlers.pipeline.mutate = boom  # type: ignore[method-assign]
     client = await aiohttp_client(make_app(handlers))
-    status, doc = await post(client, "/mutate", review("CREATE", DEPLOYMENT))
+    status, doc = await post(client, "/mutate", review("CREATE", DEPLOYMENT, uid="uid-500"))
     assert status == 200
+    # The API server rejects an answer whose uid differs from the request's.
+    assert doc["response"]["uid"] == "uid-500"
     assert doc["response"]["allowed"] is False
     assert doc["response"]["status"] == {"status": "Failure", "code": 500, "reason": "InternalError",
                                          "message": "kinitiras-py internal error: kaboom"}
