@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from kinitiras_py.bench.e2e import Row
 from kinitiras_py.bench.runner import Stats
+from kinitiras_py.bench.saturation import Saturation
 from kinitiras_py.bench.webhook import RateStats
 
 
@@ -46,9 +48,26 @@ def webhook_table(stats: Sequence[RateStats]) -> str:
     return _table(("offered/s", "achieved/s", "sent", "errors", "median ms", "p90 ms", "p99 ms", "max ms"), rows)
 
 
-def as_json(runs: Mapping[str, Sequence[Stats | RateStats]]) -> dict[str, Any]:
+def saturation_table(results: Sequence[Saturation]) -> str:
+    """One row per server: saturation rate and its ratio to the floor, latency, CPU of server and load."""
+    rows = [(s.name, f"{s.rate:.0f}", f"{s.ratio:.3f}", _ms(s.p50), _ms(s.p99), f"{s.server_cpu:.2f}",
+             f"{s.load_cpu:.2f}", _ms(s.cpu_per_review), f"{s.cpu_ratio:.2f}", str(s.answered), str(s.errors))
+            for s in results]
+    return _table(("server", "reviews/s", "x floor", "p50 ms", "p99 ms", "server cpu", "load cpu",
+                   "cpu ms/review", "x floor", "answered", "errors"), rows)
+
+
+def e2e_table(rows: Sequence[Row]) -> str:
+    """One row per set-up and concurrency, with the ratios to the floor set-up."""
+    cells = [(r.setup, str(r.concurrency), str(r.pods), str(r.errors), _ms(r.p50), _ms(r.p90), _ms(r.p99),
+              f"{r.rate:.0f}", f"{r.p50_ratio:.2f}", f"{r.rate_ratio:.2f}", f"{r.load_cpu:.2f}") for r in rows]
+    return _table(("set-up", "conc", "pods", "errors", "p50 ms", "p90 ms", "p99 ms", "pods/s", "p50 x floor",
+                   "pods/s x floor", "load cpu"), cells)
+
+
+def as_json(runs: Mapping[str, Sequence[Stats | RateStats | Saturation | Row]]) -> dict[str, Any]:
     """Every run by name, as plain data (durations in seconds)."""
-    def row(s: Stats | RateStats) -> dict[str, Any]:
+    def row(s: Stats | RateStats | Saturation | Row) -> dict[str, Any]:
         return {**asdict(s), "ops_per_second": s.ops_per_second} if isinstance(s, Stats) else asdict(s)
 
     return {name: [row(s) for s in stats] for name, stats in runs.items()}

@@ -1,8 +1,8 @@
 """Time the webhook over HTTPS, as the API server calls it: AdmissionReviews in, responses out.
 
 The server (the real aiohttp app and TLS listener over a compiled policy set) runs in a child
-process pinned to one CPU; the load comes from this process, pinned to another when there is
-one. Each rate is offered open-loop: requests start on a fixed schedule whether or not earlier
+process pinned to one CPU (``child``); the load comes from this process, pinned to another when
+there is one. Each rate is offered open-loop: requests start on a fixed schedule whether or not earlier
 ones have been answered, and latency counts from the scheduled start, so a server that falls
 behind shows it in its percentiles instead of slowing the load down.
 """
@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import multiprocessing
-import os
 import ssl
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
-from pathlib import Path
 
 import aiohttp
 import orjson
 
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.bench import child
 from kinitiras_py.bench.runner import percentile
 
 CONNECTIONS = 16
@@ -54,39 +50,9 @@ def review(pod: Obj) -> bytes:
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {"uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
                     "resource": {"group": "", "version": "v1", "resource": "pods"},
-                    "name": meta["name"], "namespace": meta["namespace"], "operation": "CREATE",
+                    "name": meta.get("name", ""), "namespace": meta["namespace"], "operation": "CREATE",
                     "userInfo": {"username": "bench"}, "object": pod, "dryRun": False},
     })
-
-
-def _pin(cpu: int) -> set[int]:
-    """Run this process on one core (best effort: server and load apart); the cores it had before."""
-    before = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
-    if len(before) > 1:
-        os.sched_setaffinity(0, {sorted(before)[cpu % len(before)]})
-    return before
-
-
-def _serve(policies: Sequence[Obj], cert_dir: str, conn: Connection) -> None:
-    """Child process: serve the webhook over ``policies`` until told to stop."""
-    from kinitiras_py.offline.apply import build_pipeline, compile_all
-    from kinitiras_py.webhook.app import make_app
-    from kinitiras_py.webhook.handlers import Handlers
-    from kinitiras_py.webhook.metrics import Metrics
-    from kinitiras_py.webhook.server import Server, server_context
-
-    _pin(0)
-
-    async def main() -> None:
-        handlers = Handlers(build_pipeline(compile_all(policies)), Metrics())
-        context = server_context(Path(cert_dir, "tls.crt"), Path(cert_dir, "tls.key"))
-        server = Server(make_app(handlers), "127.0.0.1", 0, context)
-        await server.start()
-        conn.send(server.port)
-        await asyncio.get_running_loop().run_in_executor(None, conn.recv)  # the stop signal
-        await server.stop()
-
-    asyncio.run(main())
 
 
 async def _offer(url: str, body: bytes, context: ssl.SSLContext, rate: float, seconds: float) -> RateStats:
@@ -125,40 +91,17 @@ async def _offer(url: str, body: bytes, context: ssl.SSLContext, rate: float, se
 def run(policies: Sequence[Obj], pod: Obj, rates: Sequence[float], seconds: float,
         warmup: float = 1.0) -> list[RateStats]:
     """Serve ``policies`` in a child process and offer each rate for ``seconds`` (after a warm-up)."""
-    from kinitiras_py.certs.authority import new_ca, new_serving
-
-    with tempfile.TemporaryDirectory(prefix="kinitiras-bench-") as cert_dir:
-        ca = new_ca("kinitiras-py bench")
-        leaf = new_serving(ca, ["localhost"], ["127.0.0.1"])
-        Path(cert_dir, "tls.crt").write_bytes(leaf.cert)
-        Path(cert_dir, "tls.key").write_bytes(leaf.key)
-        parent, child = multiprocessing.get_context("spawn").Pipe()
-        process = multiprocessing.get_context("spawn").Process(target=_serve, args=(list(policies), cert_dir, child),
-                                                               daemon=True)
-        process.start()
-        try:
-            if not parent.poll(60):
-                raise RuntimeError("the benchmark webhook did not start within 60 s")
-            url = f"https://127.0.0.1:{parent.recv()}/mutate"
-            context = ssl.create_default_context(cadata=ca.cert.decode())
-            body = review(pod)
-            if not patch_of(asyncio.run(_once(url, body, context))):
-                raise RuntimeError("benchmark setup is wrong: the webhook answered without a patch")
-            cores = _pin(1)
-            try:
-                results = []
-                for rate in rates:
-                    asyncio.run(_offer(url, body, context, rate, warmup))
-                    results.append(asyncio.run(_offer(url, body, context, rate, seconds)))
-            finally:
-                if cores:
-                    os.sched_setaffinity(0, cores)
-            return results
-        finally:
-            parent.send("stop")
-            process.join(15)
-            if process.is_alive():
-                process.kill()
+    with child.serving(policies) as served:
+        url = f"{served.url}/mutate"
+        body = review(pod)
+        if not patch_of(asyncio.run(_once(url, body, served.context))):
+            raise RuntimeError("benchmark setup is wrong: the webhook answered without a patch")
+        results = []
+        with child.pinned(child.LOAD_CPU):
+            for rate in rates:
+                asyncio.run(_offer(url, body, served.context, rate, warmup))
+                results.append(asyncio.run(_offer(url, body, served.context, rate, seconds)))
+        return results
 
 
 async def _post(session: aiohttp.ClientSession, url: str, body: bytes) -> tuple[int, bytes]:

@@ -87,7 +87,14 @@ def filler_policy(index: int) -> Obj:
 
 def one_matching(total: int) -> list[Obj]:
     """``total`` policies: one matching the Pod, ``total - 1`` fillers."""
-    return [matching_policy(0), *(filler_policy(i) for i in range(1, total))]
+    return some_matching(total, 1)
+
+
+def some_matching(total: int, matching: int) -> list[Obj]:
+    """``total`` policies: ``matching`` of them match the Pod (each its own label), the rest are fillers."""
+    if not 0 <= matching <= total:
+        raise ValueError(f"{matching} matching policies do not fit in {total}")
+    return [*(matching_policy(i) for i in range(matching)), *(filler_policy(i) for i in range(matching, total))]
 
 
 def all_matching(total: int, operations: tuple[str, ...] = ("CREATE",)) -> list[Obj]:
@@ -109,3 +116,48 @@ def validate_policy(index: int) -> Obj:
 def all_validating(total: int) -> list[Obj]:
     """``total`` validate policies that all match the Pod and admit it."""
     return [validate_policy(i) for i in range(total)]
+
+
+def _sidecar(name: str, port: int, cpu: str, memory: str) -> Obj:
+    return {
+        "name": name, "image": f"registry.example.com/{name}:2.7.1", "imagePullPolicy": "IfNotPresent",
+        "args": [f"--listen=:{port}", "--log-format=json", f"--config=/etc/{name}/config.yaml"],
+        "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
+        "env": [{"name": f"{name.upper().replace('-', '_')}_SETTING_{i}", "value": f"setting-value-{i:02d}"}
+                for i in range(19)]
+               + [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                  {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+        "resources": {"limits": {"cpu": cpu, "memory": memory}, "requests": {"cpu": cpu, "memory": memory}},
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": port}, "periodSeconds": 10},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": port}, "initialDelaySeconds": 15},
+        "volumeMounts": [{"name": f"{name}-config", "mountPath": f"/etc/{name}", "readOnly": True},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True,
+                            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+
+
+SERVER_CONTAINERS = (("app", 8080, "2", "4Gi"), ("proxy", 15001, "500m", "256Mi"),
+                     ("log-shipper", 2020, "200m", "128Mi"), ("metrics-exporter", 9100, "100m", "64Mi"))
+
+
+def server_pod() -> Obj:
+    """The Pod of the webhook and end-to-end benchmarks: four containers as a service-mesh
+    Deployment would create them (probes, mounts, environment); its AdmissionReview is about
+    9.5 KB. No owner and the default ServiceAccount, so the API server stores it as it is."""
+    containers = [_sidecar(*c) for c in SERVER_CONTAINERS]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "generateName": "web-5d8f7c9b4-", "namespace": NAMESPACE,
+            "labels": {"app": "web", "pod-template-hash": "5d8f7c9b4", "tier": "frontend",
+                       "app.kubernetes.io/name": "web", "app.kubernetes.io/version": "1.4.2"},
+            "annotations": {f"example.com/note-{i}": f"note {i}" for i in range(4)},
+        },
+        "spec": {"containers": containers, "restartPolicy": "Always", "automountServiceAccountToken": False,
+                 "terminationGracePeriodSeconds": 30,
+                 "volumes": [{"name": f"{c[0]}-config", "configMap": {"name": f"{c[0]}-config"}}
+                             for c in SERVER_CONTAINERS] + [{"name": "tmp", "emptyDir": {}}],
+                 "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                  "effect": "NoExecute", "tolerationSeconds": 300}]},
+    }

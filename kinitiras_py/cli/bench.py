@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import orjson
 
@@ -51,7 +53,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "offered open-loop at --rates from another (policies: --policies, the largest count)")
     p.add_argument("--rates", type=_sizes, default=[100, 200, 400], metavar="N,N,...",
                    help="with --webhook: requests per second to offer (default 100,200,400)")
-    p.add_argument("--seconds", type=float, default=10.0, help="with --webhook: seconds per rate (default 10)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="with --webhook: seconds per rate (default 10); with --floor: per server and round (default 5)")
+    p.add_argument("--floor", action="store_true",
+                   help="saturation of the webhook on one core beside the floor (a trivial webhook on the same "
+                        "stack: decode, add one label, encode): closed-loop over --connections keep-alive "
+                        "connections from another core, for the floor and ours with --matching of --total "
+                        "policies matching the Pod, in --rounds interleaved rounds (medians)")
+    p.add_argument("--e2e", action="store_true",
+                   help="Pod CREATEs through a real API server at --concurrency, with no webhook, the floor "
+                        "registered, and ours with --matching of --total policies matching")
+    p.add_argument("--total", type=_positive, default=1000, help="with --floor/--e2e: policies loaded (default 1000)")
+    p.add_argument("--matching", type=_sizes, default=[1, 20], metavar="N,N,...",
+                   help="with --floor/--e2e: how many of them match the Pod, one server set-up each (default 1,20)")
+    p.add_argument("--connections", type=_positive, default=8, help="with --floor: keep-alive connections (default 8)")
+    p.add_argument("--rounds", type=_positive, default=3, help="with --floor: interleaved rounds (default 3)")
+    p.add_argument("--pods", type=_positive, default=500,
+                   help="with --e2e: Pods created per set-up and concurrency (default 500)")
+    p.add_argument("--concurrency", type=_sizes, default=[1, 10], metavar="N,N,...",
+                   help="with --e2e: concurrent clients (default 1,10)")
+    p.add_argument("--kubeconfig", default=None,
+                   help="with --e2e: a running control plane without webhooks (default: bring one up in a "
+                        "temporary directory and stop it at the end)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(handler=_bench)
 
@@ -60,12 +83,13 @@ def _bench_webhook(args: argparse.Namespace) -> int:
     from kinitiras_py.bench import report, webhook, workload
 
     policies = workload.one_matching(max(args.policies))
+    seconds = args.seconds or 10.0
     table = args.output == "table"
     if table:
         print(f"kinitiras-py {__version__} bench --webhook: Python {platform.python_version()}; POST /mutate over "
               f"TLS with {len(policies)} policies (one matching the Pod), {webhook.CONNECTIONS} keep-alive "
-              f"connections, {args.seconds:g} s per rate, latency from each request's scheduled start", flush=True)
-    stats = webhook.run(policies, workload.pod(), args.rates, args.seconds)
+              f"connections, {seconds:g} s per rate, latency from each request's scheduled start", flush=True)
+    stats = webhook.run(policies, workload.pod(), args.rates, seconds)
     if table:
         print(report.webhook_table(stats))
     else:
@@ -73,7 +97,79 @@ def _bench_webhook(args: argparse.Namespace) -> int:
     return 0
 
 
+def _emit(args: argparse.Namespace, name: str, results: Sequence[Any], table: Callable[[Any], str]) -> None:
+    from kinitiras_py.bench import report
+
+    if args.output == "table":
+        print(table(results))
+    else:
+        sys.stdout.write(orjson.dumps(report.as_json({name: results}), option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _bench_floor(args: argparse.Namespace) -> int:
+    from kinitiras_py.bench import report, saturation, workload
+
+    seconds = args.seconds or 5.0
+    if args.output == "table":
+        print(f"kinitiras-py {__version__} bench --floor: Python {platform.python_version()}; POST /mutate over TLS, "
+              f"each server in a child process on one core, closed-loop load from another over "
+              f"{args.connections} keep-alive connections; {args.rounds} interleaved rounds of {seconds:g} s "
+              f"(medians); a ~9.5 KB Pod AdmissionReview", flush=True)
+    results = saturation.run(saturation.targets(args.total, args.matching), workload.server_pod(),
+                             args.connections, seconds, args.rounds, warmup=min(1.0, seconds))
+    _emit(args, "floor", results, report.saturation_table)
+    if args.output == "table":
+        print(_bottleneck_note(results))
+    return 0
+
+
+def _bottleneck_note(results: Sequence[Any]) -> str:
+    busiest = max(r.load_cpu for r in results)
+    return (f"load generator: at most {busiest:.2f} of its core busy (server cpu near 1.00 and load cpu well "
+            f"below 1.00: the server, not the load, set the rate)")
+
+
+def _bench_e2e(args: argparse.Namespace) -> int:
+    import asyncio
+    import tempfile
+    from pathlib import Path
+
+    from kinitiras_py.bench import e2e, kube, report
+
+    log = (lambda m: print(m, flush=True)) if args.output == "table" else (lambda m: print(m, file=sys.stderr))
+    if args.output == "table":
+        print(f"kinitiras-py {__version__} bench --e2e: Python {platform.python_version()}; {args.pods} Pod CREATEs "
+              f"per set-up and concurrency through kube-apiserver, closed-loop from keep-alive connections; "
+              f"ours: kinitiras-py serve at info level with {args.total} policies", flush=True)
+    if args.kubeconfig:
+        access = kube.Access.from_kubeconfig(args.kubeconfig)
+        rows = asyncio.run(e2e.run(access, args.total, args.matching, args.pods, args.concurrency, log))
+    else:
+        from kinitiras_py.api import crds
+        from kinitiras_py.dev import controlplane
+
+        with tempfile.TemporaryDirectory(prefix="kinitiras-bench-e2e-") as tmp:
+            run_dir = Path(tmp) / "run"
+            log(f"bringing up a control plane in {run_dir}")
+            state = controlplane.up(run_dir, log=lambda _m: None, crds=crds.build_crds())
+            try:
+                access = kube.Access.from_kubeconfig(state.kubeconfig)
+                rows = asyncio.run(e2e.run(access, args.total, args.matching, args.pods, args.concurrency, log))
+            finally:
+                controlplane.down(run_dir)
+    _emit(args, "e2e", rows, report.e2e_table)
+    if args.output == "table":
+        fastest = max(rows, key=lambda r: r.rate)
+        print(f"load generator: {fastest.load_cpu:.2f} of a core busy at the highest rate of the run "
+              f"({fastest.setup}, concurrency {fastest.concurrency}, {fastest.rate:.0f} pods/s)")
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
+    if args.floor:
+        return _bench_floor(args)
+    if args.e2e:
+        return _bench_e2e(args)
     if args.webhook:
         return _bench_webhook(args)
     from kinitiras_py.bench import report, runner, workload

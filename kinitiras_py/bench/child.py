@@ -1,0 +1,128 @@
+"""A webhook served over TLS from a child process pinned to one core: ours or the floor.
+
+The server logs at info level, as deployed. The load runs in this process, pinned to another
+core (:func:`pin`), so the two do not compete for one CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import ssl
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from kinitiras_py.base.typedefs import Obj
+
+SERVER_CPU = 0
+LOAD_CPU = 1
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running benchmark server: where it listens and what it has cost so far."""
+
+    url: str
+    """Base URL, e.g. https://127.0.0.1:40123."""
+    pid: int
+    context: ssl.SSLContext
+    """Trusts the server's certificate."""
+    ca_pem: bytes
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the server process has used."""
+        return process_cpu_seconds(self.pid)
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pin(cpu: int) -> set[int]:
+    """Run this process on one core (best effort: server and load apart); the cores it had before."""
+    before = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
+    if len(before) > 1:
+        os.sched_setaffinity(0, {sorted(before)[cpu % len(before)]})
+    return before
+
+
+@contextlib.contextmanager
+def pinned(cpu: int) -> Iterator[None]:
+    """This process on core ``cpu`` for the duration; the previous affinity afterwards."""
+    before = pin(cpu)
+    try:
+        yield
+    finally:
+        if before:
+            os.sched_setaffinity(0, before)
+
+
+def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu: int | None) -> None:
+    """Child process: serve ours over ``policies`` (the floor when None) until told to stop."""
+    from kinitiras_py.base import logs
+    from kinitiras_py.webhook.server import Server, server_context
+
+    if cpu is not None:
+        pin(cpu)
+    logs.configure("info", "json")
+
+    async def main() -> None:
+        if policies is None:
+            from kinitiras_py.bench import floor
+
+            app = floor.make_app()
+        else:
+            from kinitiras_py.offline.apply import build_pipeline, compile_all
+            from kinitiras_py.webhook.app import make_app
+            from kinitiras_py.webhook.handlers import Handlers
+            from kinitiras_py.webhook.metrics import Metrics
+
+            app = make_app(Handlers(build_pipeline(compile_all(policies)), Metrics()))
+        context = server_context(Path(cert_dir, "tls.crt"), Path(cert_dir, "tls.key"))
+        server = Server(app, "127.0.0.1", 0, context)
+        await server.start()
+        conn.send(server.port)
+        await asyncio.get_running_loop().run_in_executor(None, conn.recv)  # the stop signal
+        await server.stop()
+
+    asyncio.run(main())
+
+
+@contextlib.contextmanager
+def serving(policies: Sequence[Obj] | None, cpu: int | None = SERVER_CPU,
+            start_timeout: float = 120.0) -> Iterator[Served]:
+    """Serve ours over ``policies`` (the floor when None) in a child process until the block ends,
+    on core ``cpu`` (None: wherever the scheduler puts it)."""
+    from kinitiras_py.certs.authority import new_ca, new_serving
+
+    with tempfile.TemporaryDirectory(prefix="kinitiras-bench-") as cert_dir:
+        ca = new_ca("kinitiras-py bench")
+        leaf = new_serving(ca, ["localhost"], ["127.0.0.1"])
+        Path(cert_dir, "tls.crt").write_bytes(leaf.cert)
+        Path(cert_dir, "tls.key").write_bytes(leaf.key)
+        spawn = multiprocessing.get_context("spawn")
+        parent, child = spawn.Pipe()
+        args = (None if policies is None else list(policies), cert_dir, child, cpu)
+        process = spawn.Process(target=_serve, args=args, daemon=True)
+        process.start()
+        try:
+            if not parent.poll(start_timeout):
+                raise RuntimeError(f"the benchmark webhook did not start within {start_timeout:.0f} s")
+            port = parent.recv()
+            assert process.pid is not None
+            yield Served(f"https://127.0.0.1:{port}", process.pid,
+                         ssl.create_default_context(cadata=ca.cert.decode()), ca.cert)
+        finally:
+            with contextlib.suppress(OSError):
+                parent.send("stop")
+            process.join(15)
+            if process.is_alive():
+                process.kill()
+                process.join(5)

@@ -1,0 +1,138 @@
+"""Pod CREATEs through a real API server: no webhook, the floor, ours with k of N policies matching.
+
+The client is the lean closed-loop load (``loadgen``): ``concurrency`` keep-alive connections to
+the API server, each POSTing the Pod JSON (``workload.server_pod``, generateName) as soon as its
+previous Pod is stored. ``pods/s`` is Pods stored per second of wall time; latencies are per
+request. Every figure is also given as a ratio to the floor set-up at the same concurrency.
+Before a set-up is timed, a dry-run create proves it does what its name says (the floor's
+label, or exactly the matching policies' labels, and nothing else).
+
+Everything shares the machine here (etcd, kube-apiserver, the webhook and the load), so the
+load's own CPU use is reported for every row: the no-webhook row, the fastest, shows how much
+of a core the load needs at the highest rate of the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.bench import floor, loadgen, setups, workload
+from kinitiras_py.bench.kube import Access, Kube
+from kinitiras_py.bench.runner import percentile
+
+
+@dataclass(frozen=True)
+class Row:
+    """One set-up at one concurrency; durations in seconds."""
+
+    setup: str
+    concurrency: int
+    pods: int
+    errors: int
+    p50: float
+    p90: float
+    p99: float
+    rate: float
+    """Pods stored per second."""
+    load_cpu: float
+    """The load's CPU time / wall time."""
+    p50_ratio: float = 0.0
+    """``p50`` / the floor set-up's at the same concurrency."""
+    rate_ratio: float = 0.0
+    """``rate`` / the floor set-up's at the same concurrency."""
+
+
+def _added_labels(answer: bytes, pod: Obj) -> set[str]:
+    stored = orjson.loads(answer)
+    return set(stored["metadata"].get("labels") or {}) - set(pod["metadata"]["labels"])
+
+
+async def _check(access: Access, pod: Obj, expected: set[str], setup: str) -> None:
+    url = f"{access.server}/api/v1/namespaces/{workload.NAMESPACE}/pods?dryRun=All"
+    labels = _added_labels(await loadgen.once(url, orjson.dumps(pod), access.context(), access.headers()), pod)
+    if labels != expected:
+        raise RuntimeError(f"benchmark setup is wrong: {setup} added the labels {sorted(labels)}, "
+                           f"expected {sorted(expected)}")
+
+
+async def _time(access: Access, pod: Obj, setup: str, concurrency: int, pods: int,
+                warmup: int) -> Row:
+    url = f"{access.server}/api/v1/namespaces/{workload.NAMESPACE}/pods"
+    request = loadgen.http_request(url, orjson.dumps(pod), access.headers())
+    context = access.context()
+    if warmup:
+        await loadgen.closed_loop(url, request, context, concurrency, 3600.0, b'"kind":"Pod"', warmup)
+    load = await loadgen.closed_loop(url, request, context, concurrency, 3600.0, b'"kind":"Pod"', pods)
+    ordered = sorted(load.latencies)
+    return Row(setup=setup, concurrency=concurrency, pods=load.answered, errors=load.errors,
+               p50=statistics.median(ordered), p90=percentile(ordered, 0.90), p99=percentile(ordered, 0.99),
+               rate=load.rate, load_cpu=load.cpu / load.elapsed if load.elapsed else 0.0)
+
+
+async def run(access: Access, total: int, matching: Sequence[int], pods: int, concurrency: Sequence[int],
+              log: Callable[[str], None] = print) -> list[Row]:
+    """Time ``pods`` Pod CREATEs at each concurrency in each set-up (see the module docstring)."""
+    pod = workload.server_pod()
+    kube = Kube(access)
+    rows: list[Row] = []
+    warmup = max(5, pods // 10)
+
+    async def timed(setup: str, expected: set[str]) -> None:
+        await _check(access, pod, expected, setup)
+        for c in concurrency:
+            rows.append(await _time(access, pod, setup, c, pods, warmup))
+            log(f"  {setup}, concurrency {c}: {rows[-1].rate:.0f} pods/s, p50 {rows[-1].p50 * 1000:.1f} ms")
+        await kube.delete(f"/api/v1/namespaces/{workload.NAMESPACE}/pods")
+
+    try:
+        await kube.namespace(workload.NAMESPACE, setups.NAMESPACE_LABEL)
+        log("set-up: no webhook")
+        await timed("no webhook", set())
+        log("set-up: the floor")
+        async with setups.floor(kube):
+            await _settle(access, pod, {floor.LABEL}, "the floor")
+            await timed("floor", {floor.LABEL})
+        await _settle(access, pod, set(), "no webhook")
+        async with setups.ours(kube, log) as ours:
+            for k in matching:
+                name = f"ours {k}/{total}"
+                log(f"set-up: {name}")
+                await ours.become(setups.policies(total, k))
+                expected = {f"bench.example.com/policy-{i:04d}" for i in range(k)}
+                await _settle(access, pod, expected, name)
+                await timed(name, expected)
+    finally:
+        await kube.close()
+    return with_ratios(rows)
+
+
+async def _settle(access: Access, pod: Obj, expected: set[str], setup: str, timeout: float = 30.0) -> None:
+    """Wait until the API server's webhook configuration reflects ``setup`` (it watches them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await _check(access, pod, expected, setup)
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+def with_ratios(rows: Sequence[Row]) -> list[Row]:
+    """``rows`` with their ratios to the floor row of the same concurrency."""
+    floors = {r.concurrency: r for r in rows if r.setup == "floor"}
+    out = []
+    for r in rows:
+        base = floors.get(r.concurrency)
+        out.append(dataclasses.replace(r, p50_ratio=r.p50 / base.p50 if base and base.p50 else 0.0,
+                                       rate_ratio=r.rate / base.rate if base and base.rate else 0.0))
+    return out

@@ -1,0 +1,120 @@
+"""The few API server calls the end-to-end benchmark makes to set itself up (aiohttp, no kubectl)."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import yaml
+
+from kinitiras_py.base.typedefs import Obj
+
+POLICY_API = "/apis/policy.kcloudlabs.io/v1alpha1"
+PLURALS = {"OverridePolicy": "overridepolicies", "ClusterOverridePolicy": "clusteroverridepolicies",
+           "ClusterValidatePolicy": "clustervalidatepolicies", "ValidatePolicy": "validatepolicies"}
+
+
+@dataclass(frozen=True)
+class Access:
+    """How to reach the API server: its URL, the bearer token and the CA that signed it."""
+
+    server: str
+    token: str
+    ca_file: str
+    kubeconfig: str
+
+    @classmethod
+    def from_kubeconfig(cls, path: str) -> Access:
+        """The current context's server, CA and token (as `dev up` writes them)."""
+        config = yaml.safe_load(Path(path).read_text())
+        context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
+        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+        user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+        if "token" not in user:
+            raise ValueError(f"{path}: the benchmark needs a kubeconfig user with a bearer token")
+        return cls(cluster["server"], user["token"], cluster["certificate-authority"], path)
+
+    def context(self) -> ssl.SSLContext:
+        """A client TLS context trusting the API server."""
+        return ssl.create_default_context(cafile=self.ca_file)
+
+    def headers(self) -> dict[str, str]:
+        """The Authorization header."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+class Kube:
+    """An aiohttp session on the API server; every call raises RuntimeError on an unexpected status."""
+
+    def __init__(self, access: Access) -> None:
+        self.access = access
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=access.context(), limit=16),
+                                              headers=access.headers())
+
+    async def close(self) -> None:
+        """Close the session."""
+        await self._session.close()
+
+    async def call(self, method: str, path: str, body: Any = None, ok: Iterable[int] = (200, 201),
+                   content_type: str = "application/json") -> Any:
+        """One request; the decoded answer."""
+        data = None if body is None else orjson.dumps(body)
+        async with self._session.request(method, self.access.server + path, data=data,
+                                         headers={"Content-Type": content_type}) as resp:
+            raw = await resp.read()
+            if resp.status not in set(ok):
+                raise RuntimeError(f"{method} {path}: HTTP {resp.status}: {raw[:500]!r}")
+            return orjson.loads(raw) if raw else None
+
+    async def ensure(self, path: str, obj: Obj) -> None:
+        """Create ``obj`` in the collection ``path`` unless it exists."""
+        await self.call("POST", path, obj, ok=(200, 201, 409))
+
+    async def delete(self, path: str) -> None:
+        """Delete ``path`` (gone already is fine)."""
+        await self.call("DELETE", path, ok=(200, 202, 404))
+
+    async def many(self, calls: Iterable[Any], parallel: int = 8) -> None:
+        """Await the coroutines ``calls``, ``parallel`` at a time."""
+        gate = asyncio.Semaphore(parallel)
+
+        async def one(call: Any) -> None:
+            async with gate:
+                await call
+
+        await asyncio.gather(*(one(c) for c in calls))
+
+    async def namespace(self, name: str, labels: dict[str, str] | None = None, timeout: float = 60.0) -> None:
+        """Create namespace ``name`` (if missing) and wait for its default ServiceAccount, which Pods need."""
+        await self.ensure("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                 "metadata": {"name": name, "labels": labels or {}}})
+        deadline = time.monotonic() + timeout
+        path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+        while (await self.call("GET", path, ok=(200, 404))).get("kind") != "ServiceAccount":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"namespace {name} got no default ServiceAccount within {timeout:.0f} s")
+            await asyncio.sleep(0.2)
+
+    def policy_path(self, policy: Obj) -> str:
+        """The collection ``policy`` is created in."""
+        namespace = policy["metadata"].get("namespace")
+        where = f"/namespaces/{namespace}" if namespace else ""
+        return f"{POLICY_API}{where}/{PLURALS[policy['kind']]}"
+
+    async def ready_policies(self, selector: str) -> int:
+        """How many policies with the label ``selector`` carry ``Ready=True`` (the webhook has loaded
+        them and written their status)."""
+        count = 0
+        for plural in PLURALS.values():
+            listing = await self.call("GET", f"{POLICY_API}/{plural}?labelSelector={selector}")
+            for item in listing.get("items") or []:
+                conditions = (item.get("status") or {}).get("conditions") or []
+                count += any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        return count

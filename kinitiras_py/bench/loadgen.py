@@ -1,0 +1,100 @@
+"""A lean closed-loop HTTPS load: keep-alive connections, each sending the next request as soon as
+the previous answer is in.
+
+It writes one prepared HTTP/1.1 request (bytes built once) and reads the answer by its
+Content-Length, with no HTTP client library in between, so that the load costs far less CPU
+than the servers it measures. Its own CPU time is recorded so that the report can show it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+
+@dataclass(frozen=True)
+class Load:
+    """What one closed-loop run did; durations in seconds."""
+
+    answered: int
+    errors: int
+    elapsed: float
+    latencies: list[float]
+    cpu: float
+    """CPU time this process (the load) used during the run."""
+
+    @property
+    def rate(self) -> float:
+        """Answers per second."""
+        return self.answered / self.elapsed if self.elapsed else 0.0
+
+
+def http_request(url: str, body: bytes, headers: dict[str, str] | None = None) -> bytes:
+    """The bytes of ``POST url`` carrying ``body`` on a keep-alive connection."""
+    parts = urlsplit(url)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    lines = [f"POST {path} HTTP/1.1", f"Host: {parts.netloc}", "Content-Type: application/json",
+             f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in (headers or {}).items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> tuple[int, bytes]:
+    """Send ``request`` and read one answer: (HTTP status, body)."""
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+            break
+    else:
+        raise ValueError("the answer has no Content-Length")
+    return status, await reader.readexactly(length)
+
+
+async def closed_loop(url: str, request: bytes, context: ssl.SSLContext, connections: int, seconds: float,
+                      ok: bytes, limit: int | None = None) -> Load:
+    """Send ``request`` over ``connections`` keep-alive connections for ``seconds`` (or until
+    ``limit`` answers); an answer counts as an error unless its status is 2xx and it contains ``ok``."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 443
+    streams = [await asyncio.open_connection(host, port, ssl=context) for _ in range(connections)]
+    latencies: list[float] = []
+    errors = 0
+    clock = time.perf_counter
+    cpu_start, start = time.process_time(), clock()
+    deadline = start + seconds
+
+    async def one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal errors
+        while clock() < deadline and (limit is None or len(latencies) < limit):
+            sent = clock()
+            status, body = await exchange(reader, writer, request)
+            latencies.append(clock() - sent)
+            errors += not (200 <= status < 300 and ok in body)
+
+    try:
+        await asyncio.gather(*(one(r, w) for r, w in streams))
+        elapsed, cpu = clock() - start, time.process_time() - cpu_start
+    finally:
+        for _, writer in streams:
+            writer.close()
+    return Load(answered=len(latencies), errors=errors, elapsed=elapsed, latencies=latencies, cpu=cpu)
+
+
+async def once(url: str, body: bytes, context: ssl.SSLContext, headers: dict[str, str] | None = None) -> bytes:
+    """The body of one answer to ``POST url`` on a fresh connection; RuntimeError unless HTTP 2xx."""
+    parts = urlsplit(url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port, ssl=context)
+    try:
+        status, answer = await exchange(reader, writer, http_request(url, body, headers))
+    finally:
+        writer.close()
+    if not 200 <= status < 300:
+        raise RuntimeError(f"benchmark setup is wrong: {url} answered HTTP {status}: {answer[:300]!r}")
+    return answer

@@ -1,0 +1,129 @@
+"""Saturation throughput of the webhook on one core, beside the floor's, in the same run.
+
+Each server (the floor, ours with ``k`` of ``total`` policies matching the Pod) runs in its own
+child process pinned to one core; the load comes closed-loop from another core over
+``connections`` keep-alive connections (as the API server keeps its connections to a webhook).
+Closed-loop with enough connections to keep the server busy measures its saturation rate:
+the answers per second it can sustain. The servers are measured in interleaved rounds (floor,
+ours-1, ours-20, floor, ...) so that drift in the machine's load touches all alike; each
+figure is the median over the rounds.
+
+Two CPU figures tell whether the server or the load limited the rate: the server's CPU time
+over the wall time (about 1.0 when its one core is saturated) and the load's (below 1.0 with
+room to spare means the load generator was not the bottleneck).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import jsonpatch
+
+from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.bench import child, floor, loadgen, workload
+from kinitiras_py.bench.runner import percentile
+from kinitiras_py.bench.webhook import patch_of, review
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """One server's saturation figures (medians over rounds; latencies in seconds)."""
+
+    name: str
+    policies: int
+    matching: int
+    rate: float
+    """Reviews per second."""
+    p50: float
+    p99: float
+    server_cpu: float
+    """The server's CPU time / wall time: 1.0 is its one core fully busy."""
+    load_cpu: float
+    """The load generator's CPU time / wall time."""
+    cpu_per_review: float
+    """The server's CPU seconds per answer: what the rate would be limited by on an idle core,
+    and unlike the rate not lowered when other processes take turns on the server's core."""
+    answered: int
+    errors: int
+    ratio: float = 0.0
+    """``rate`` / the floor's ``rate``."""
+    cpu_ratio: float = 0.0
+    """``cpu_per_review`` / the floor's."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A server to measure: ``policies`` None is the floor."""
+
+    name: str
+    policies: Sequence[Obj] | None
+    matching: int
+
+
+def targets(total: int, matching: Sequence[int]) -> list[Target]:
+    """The floor, then ours with each count of ``matching`` policies among ``total``."""
+    return [Target("floor", None, 0),
+            *(Target(f"ours {k}/{total}", workload.some_matching(total, k), k) for k in matching)]
+
+
+def check(served: child.Served, pod: Obj, matching: int | None) -> None:
+    """Fail loudly unless the server labels ``pod`` as it should: ours once per matching policy
+    (``matching``), the floor (None) once."""
+    answer = asyncio.run(loadgen.once(served.url + "/mutate", review(pod), served.context))
+    labels = set(jsonpatch.apply_patch(pod, patch_of(answer))["metadata"]["labels"]) - set(pod["metadata"]["labels"])
+    expected = {floor.LABEL} if matching is None else {f"bench.example.com/policy-{i:04d}" for i in range(matching)}
+    if labels != expected:
+        raise RuntimeError(f"benchmark setup is wrong: the webhook added the labels {sorted(labels)}, "
+                           f"expected {sorted(expected)}")
+
+
+def _measure(served: child.Served, body: bytes, connections: int, seconds: float,
+             limit: int | None) -> tuple[loadgen.Load, float]:
+    request = loadgen.http_request(served.url + "/mutate", body)
+    before = served.cpu_seconds()
+    load = asyncio.run(loadgen.closed_loop(served.url, request, served.context, connections, seconds,
+                                           b'"allowed":true', limit))
+    return load, (served.cpu_seconds() - before) / load.elapsed if load.elapsed else 0.0
+
+
+def run(targets_: Sequence[Target], pod: Obj, connections: int = 8, seconds: float = 5.0, rounds: int = 3,
+        warmup: float = 1.0, limit: int | None = None) -> list[Saturation]:
+    """Measure every target ``rounds`` times for ``seconds`` each (or ``limit`` answers), interleaved."""
+    body = review(pod)
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(child.serving(t.policies)) for t in targets_]
+        for served, target in zip(servers, targets_, strict=True):
+            check(served, pod, None if target.policies is None else target.matching)
+        loads: list[list[tuple[loadgen.Load, float]]] = [[] for _ in targets_]
+        with child.pinned(child.LOAD_CPU):
+            for served in servers:
+                _measure(served, body, connections, warmup, limit)
+            for _ in range(rounds):
+                for i, served in enumerate(servers):
+                    loads[i].append(_measure(served, body, connections, seconds, limit))
+    results = [_summary(t, runs) for t, runs in zip(targets_, loads, strict=True)]
+    base = next((r for r in results if r.name == "floor"), None)
+    if base is None:
+        return results
+    return [dataclasses.replace(r, ratio=r.rate / base.rate if base.rate else 0.0,
+                                cpu_ratio=r.cpu_per_review / base.cpu_per_review if base.cpu_per_review else 0.0)
+            for r in results]
+
+
+def _summary(target: Target, runs: list[tuple[loadgen.Load, float]]) -> Saturation:
+    latencies = sorted(x for load, _ in runs for x in load.latencies)
+    return Saturation(
+        name=target.name, policies=len(target.policies or ()), matching=target.matching,
+        rate=statistics.median(load.rate for load, _ in runs),
+        p50=statistics.median(latencies) if latencies else 0.0, p99=percentile(latencies, 0.99),
+        server_cpu=statistics.median(cpu for _, cpu in runs),
+        load_cpu=statistics.median(load.cpu / load.elapsed if load.elapsed else 0.0 for load, _ in runs),
+        cpu_per_review=statistics.median(cpu * load.elapsed / load.answered if load.answered else 0.0
+                                         for load, cpu in runs),
+        answered=sum(load.answered for load, _ in runs), errors=sum(load.errors for load, _ in runs))
+

@@ -1,0 +1,150 @@
+"""The webhook set-ups of the end-to-end benchmark, each an async context manager.
+
+* the floor (``floor``), registered by hand as a mutating webhook for Pods in the benchmark
+  namespace;
+* ours (``ours``): ``kinitiras-py serve`` as a user runs it (info log level, registering itself),
+  with the benchmark's policies created through the API server (and so admitted by it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import ssl
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+
+import aiohttp
+
+from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.bench import child, workload
+from kinitiras_py.bench.kube import Kube
+
+NAMESPACE_LABEL = {"kinitiras-bench": "e2e"}
+"""On the benchmark namespace (the floor's namespaceSelector) and on every policy created."""
+CONFIG = "kinitiras-bench"
+"""Name of the webhook configurations of each set-up."""
+_WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+_VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+
+
+@contextlib.asynccontextmanager
+async def floor(kube: Kube) -> AsyncIterator[None]:
+    """The floor in a child process, registered for Pod CREATEs in the benchmark namespace."""
+    with child.serving(None, cpu=None) as served:
+        hook = {"name": "floor.kinitiras-bench.example.com", "admissionReviewVersions": ["v1"],
+                "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 3, "matchPolicy": "Equivalent",
+                "clientConfig": {"url": served.url + "/mutate", "caBundle": base64.b64encode(served.ca_pem).decode()},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                           "operations": ["CREATE"], "scope": "Namespaced"}],
+                "namespaceSelector": {"matchLabels": NAMESPACE_LABEL}}
+        await kube.call("POST", _WEBHOOKS, {"apiVersion": "admissionregistration.k8s.io/v1",
+                                            "kind": "MutatingWebhookConfiguration",
+                                            "metadata": {"name": CONFIG}, "webhooks": [hook]})
+        try:
+            yield
+        finally:
+            await kube.delete(f"{_WEBHOOKS}/{CONFIG}")
+
+
+def _labelled(policy: Obj) -> Obj:
+    policy = copy.deepcopy(policy)
+    policy["metadata"].setdefault("labels", {}).update(NAMESPACE_LABEL)
+    return policy
+
+
+def _path(kube: Kube, policy: Obj) -> str:
+    return f"{kube.policy_path(policy)}/{policy['metadata']['name']}"
+
+
+class Ours:
+    """``kinitiras-py serve`` against the cluster, and the policies it serves."""
+
+    def __init__(self, kube: Kube, log: Callable[[str], None]) -> None:
+        self.kube = kube
+        self.log = log
+        self.present: dict[str, Obj] = {}
+        """The benchmark policies in the cluster, by path."""
+
+    async def become(self, policies: Sequence[Obj], timeout: float = 300.0) -> None:
+        """Make the cluster hold exactly ``policies`` (of the benchmark) and wait until the webhook
+        has every one in force (its status written ``Ready``)."""
+        wanted = {_path(self.kube, p): _labelled(p) for p in policies}
+        gone = [path for path in self.present if path not in wanted]
+        new = [p for path, p in wanted.items() if path not in self.present]
+        namespaces = sorted({p["metadata"]["namespace"] for p in new if p["metadata"].get("namespace")})
+        started = time.monotonic()
+        await self.kube.many(self.kube.ensure("/api/v1/namespaces", {
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}) for n in namespaces)
+        await self.kube.many(self.kube.delete(path) for path in gone)
+        await self.kube.many(self.kube.call("POST", self.kube.policy_path(p), p) for p in new)
+        self.present = wanted
+        selector = ",".join(f"{k}={v}" for k, v in NAMESPACE_LABEL.items())
+        while (ready := await self.kube.ready_policies(selector)) < len(wanted):
+            if time.monotonic() - started > timeout:
+                raise RuntimeError(f"only {ready} of {len(wanted)} policies became Ready within {timeout:.0f} s")
+            await asyncio.sleep(0.5)
+        self.log(f"  {len(new)} policies created, {len(gone)} deleted, all {len(wanted)} Ready "
+                 f"in {time.monotonic() - started:.1f} s")
+
+    async def clear(self) -> None:
+        """Delete the benchmark policies."""
+        await self.kube.many(self.kube.delete(path) for path in self.present)
+        self.present = {}
+
+
+@contextlib.asynccontextmanager
+async def ours(kube: Kube, log: Callable[[str], None], start_timeout: float = 90.0) -> AsyncIterator[Ours]:
+    """``kinitiras-py serve`` at info level, registered as ``kinitiras-bench``; on exit its policies,
+    configurations and process are removed."""
+    from kinitiras_py.certs import authority
+    from kinitiras_py.dev import processes
+
+    with tempfile.TemporaryDirectory(prefix="kinitiras-bench-serve-") as work:
+        ca = authority.new_ca("kinitiras-py bench")
+        leaf = authority.new_serving(ca, ["localhost"], ["127.0.0.1"])
+        Path(work, "tls.crt").write_bytes(leaf.cert)
+        Path(work, "tls.key").write_bytes(leaf.key)
+        port = processes.free_port()
+        log_file = Path(work, "webhook.log")
+        pid = processes.spawn([
+            sys.executable, "-m", "kinitiras_py", "serve", f"--kubeconfig={kube.access.kubeconfig}",
+            "--bind-address=127.0.0.1", f"--port={port}", f"--cert-dir={work}", "--log-level=info",
+            f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=",
+            f"--mutating-config={CONFIG}", f"--validating-config={CONFIG}"], log_file)
+        state = Ours(kube, log)
+        try:
+            await _wait_ready(f"https://127.0.0.1:{port}/readyz", ca.cert, pid, log_file, start_timeout)
+            yield state
+        finally:
+            await state.clear()
+            await kube.delete(f"{_WEBHOOKS}/{CONFIG}")
+            await kube.delete(f"{_VALIDATING}/{CONFIG}")
+            processes.stop(pid, expect="kinitiras_py")
+
+
+async def _wait_ready(url: str, ca_pem: bytes, pid: int, log_file: Path, timeout: float) -> None:
+    from kinitiras_py.dev import processes
+
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
+        while time.monotonic() < deadline:
+            if not processes.alive(pid):
+                raise RuntimeError(f"kinitiras-py serve exited during start-up:\n{processes.tail(log_file)}")
+            with contextlib.suppress(aiohttp.ClientError, OSError):
+                async with session.get(url) as resp:
+                    if resp.status == 200:
+                        return
+            await asyncio.sleep(0.25)
+    raise RuntimeError(f"kinitiras-py serve was not ready within {timeout:.0f} s:\n{processes.tail(log_file)}")
+
+
+def policies(total: int, matching: int) -> list[Obj]:
+    """The benchmark's policy set: ``matching`` of ``total`` select the benchmark Pod."""
+    return workload.some_matching(total, matching)
