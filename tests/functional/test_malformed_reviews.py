@@ -107,7 +107,9 @@ POLICY_WITH_LIST_KIND = {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": 
     (orjson.dumps(request(namespace=5)), "request.namespace must be a string, got number"),
     (orjson.dumps(request(userInfo={"username": "a", "groups": "system:masters"})),
      "request.userInfo.groups must be an array of strings, got string"),
-])
+], ids=["kind-string-repro", "kind-number", "kind-list", "kind-version-number", "policy-kind-list", "labels-number",
+        "labels-bool", "label-value-number", "name-list", "old-annotation-null", "too-deep", "dry-run-string",
+        "namespace-number", "groups-string"])
 @pytest.mark.parametrize("path", ["/mutate", "/validate"])
 async def test_malformed_reviews_get_a_400_naming_the_field(client: TestClient, path: str, body: bytes,
                                                             fragment: str) -> None:
@@ -140,7 +142,7 @@ async def test_a_body_not_declared_json_is_a_400(client: TestClient, content_typ
     (b"\xff\xfe not utf-8", ""),
     (b'{"apiVersion": "admission.k8s.io/v1", "request": {"uid": 12}}', ""),
     (orjson.dumps({"apiVersion": 3, "kind": "AdmissionReview", "request": {"uid": "u-2"}}), "u-2"),
-])
+], ids=["not-utf8", "uid-number", "api-version-number"])
 async def test_undecodable_bodies_still_get_an_admission_review(client: TestClient, body: bytes, uid: str) -> None:
     response = await answer(client, "/validate", body)
     assert response["uid"] == uid and response["allowed"] is False and response["status"]["code"] == 400
