@@ -3,7 +3,10 @@
 The index buckets policies by scope (cluster-wide, or the one namespace a namespaced policy
 lives in) and by the (API group, kind) their selectors can match, so the cost of a request
 does not grow with policies that cannot match it: policies for other kinds, and namespaced
-policies of other namespaces, are never looked at.
+policies of other namespaces, are never looked at. Within a bucket, a selector that names an
+object, requires a label value (``matchLabels``, ``In``), a label key (``Exists``) or a namespace
+is filed under that requirement (its *guard*), so policies for other names and labels of the
+same kind are never looked at either; the selectors themselves still decide.
 
 Order: cluster policies first, then namespaced ones; each group by name (namespace breaks
 ties); the rules of a policy in the order they are written. A namespaced policy
@@ -27,6 +30,11 @@ CACHE_LIMIT = 4096
 """Most (group, kind, namespace) answers kept; the cache starts over when it is full."""
 BucketKey = tuple[str, str, str]
 """(scope, API group or ``*``, kind or ``*``)."""
+Guard = tuple[str, ...]
+"""What an object must have for a selector to match it: ``("name", n)``, ``("label", k, v)``,
+``("key", k)`` or ``("ns", n)``."""
+Entry = tuple[BucketKey, Guard | None]
+"""Where one selector of a policy is filed: its bucket, and its guard (None: always a candidate)."""
 
 
 def object_group(obj: Obj) -> str:
@@ -55,19 +63,92 @@ def _scope(policy: CompiledPolicy) -> str | None:
     return policy.namespace or None
 
 
-def _bucket_keys(policy: CompiledPolicy) -> set[BucketKey]:
+def _guards(sel: Obj) -> list[Guard] | None:
+    """Guards of one selector: an object it matches has at least one of them (None: no such guard).
+
+    Sound by construction, as ``selectors.match_resource`` decides: a set ``name`` must equal the
+    object's; a ``matchLabels`` pair, an ``In`` value or an ``Exists`` key must be on the object;
+    a set ``namespace`` must be the object's.
+    """
+    name = sel.get("name")
+    if name:
+        return [("name", name)] if isinstance(name, str) else None
+    labels = sel.get("labelSelector")
+    if isinstance(labels, dict):
+        pairs = labels.get("matchLabels")
+        for key, value in pairs.items() if isinstance(pairs, dict) else ():
+            if isinstance(key, str) and isinstance(value, str):
+                return [("label", key, value)]
+        exprs = labels.get("matchExpressions")
+        for req in exprs if isinstance(exprs, list) else ():
+            if not isinstance(req, dict) or not isinstance(key := req.get("key"), str):
+                continue
+            values = req.get("values")
+            if req.get("operator") == "In" and isinstance(values, list) and values \
+                    and all(isinstance(v, str) for v in values):
+                return [("label", key, v) for v in values]
+            if req.get("operator") == "Exists":
+                return [("key", key)]
+    namespace = sel.get("namespace")
+    return [("ns", namespace)] if namespace and isinstance(namespace, str) else None
+
+
+def _entries(policy: CompiledPolicy) -> set[Entry]:
     scope = _scope(policy)
     if scope is None:
         return set()
     if not policy.selectors:
-        return {(scope, ANY, ANY)}
-    keys: set[BucketKey] = set()
+        return {((scope, ANY, ANY), None)}
+    entries: set[Entry] = set()
     for sel in policy.selectors:
         api_version = str(sel.get("apiVersion") or ANY)
         kind = str(sel.get("kind") or ANY)
         group = selectors.selector_group(api_version)
-        keys.add((scope, group if group is not None else ANY, kind))
-    return keys
+        bucket = (scope, group if group is not None else ANY, kind)
+        guards = _guards(sel)
+        if guards:
+            entries.update((bucket, guard) for guard in guards)
+        else:
+            entries.add((bucket, None))
+    return entries
+
+
+def _probes(obj: Obj, namespace: str) -> list[Guard]:
+    """The guards ``obj`` has: its name, each label and label key, its namespace."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    found: list[Guard] = [("name", str(meta.get("name") or "")), ("ns", namespace)]
+    labels = meta.get("labels")
+    for key, value in labels.items() if isinstance(labels, dict) else ():
+        if isinstance(key, str) and isinstance(value, str):
+            found += [("label", key, value), ("key", key)]
+    return found
+
+
+class _Bucket:
+    """The policies of one bucket: those always a candidate, and the others by guard."""
+
+    __slots__ = ("always", "guarded")
+
+    def __init__(self) -> None:
+        self.always: dict[str, CompiledPolicy] = {}
+        self.guarded: dict[Guard, dict[str, CompiledPolicy]] = {}
+
+    def add(self, guard: Guard | None, key: str, policy: CompiledPolicy) -> None:
+        (self.always if guard is None else self.guarded.setdefault(guard, {}))[key] = policy
+
+    def discard(self, guard: Guard | None, key: str) -> None:
+        if guard is None:
+            self.always.pop(key, None)
+            return
+        members = self.guarded.get(guard)
+        if members is not None:
+            members.pop(key, None)
+            if not members:
+                del self.guarded[guard]
+
+    def __bool__(self) -> bool:
+        return bool(self.always or self.guarded)
 
 
 class PolicyIndex:
@@ -75,9 +156,9 @@ class PolicyIndex:
 
     def __init__(self, policies: Iterable[CompiledPolicy] = ()) -> None:
         self._by_key: dict[str, CompiledPolicy] = {}
-        self._keys_of: dict[str, set[BucketKey]] = {}
-        self._buckets: dict[BucketKey, dict[str, CompiledPolicy]] = {}
-        self._cache: dict[tuple[str, str, str], tuple[CompiledPolicy, ...]] = {}
+        self._entries_of: dict[str, set[Entry]] = {}
+        self._buckets: dict[BucketKey, _Bucket] = {}
+        self._cache: dict[tuple[str, str, str], _Found] = {}
         for policy in policies:
             self.put(policy)
 
@@ -87,13 +168,16 @@ class PolicyIndex:
         return f"{policy.kind}/{policy.namespace or ''}/{policy.name}"
 
     def put(self, policy: CompiledPolicy) -> None:
-        """Add a policy, or replace the one with the same kind, namespace and name."""
+        """Add a policy, or replace the one with the same kind, namespace and name.
+
+        The cost depends on this policy's selectors only, not on how many policies there are.
+        """
         self.remove(policy.kind, policy.namespace, policy.name)
         key = self.key(policy)
         self._by_key[key] = policy
-        self._keys_of[key] = _bucket_keys(policy)
-        for bucket in self._keys_of[key]:
-            self._buckets.setdefault(bucket, {})[key] = policy
+        self._entries_of[key] = _entries(policy)
+        for bucket, guard in self._entries_of[key]:
+            self._buckets.setdefault(bucket, _Bucket()).add(guard, key, policy)
         self._cache.clear()
 
     def remove(self, kind: str, namespace: str | None, name: str) -> None:
@@ -101,11 +185,11 @@ class PolicyIndex:
         key = f"{kind}/{namespace or ''}/{name}"
         if self._by_key.pop(key, None) is None:
             return
-        for bucket in self._keys_of.pop(key, ()):
-            members = self._buckets[bucket]
-            members.pop(key, None)
-            if not members:
-                del self._buckets[bucket]
+        for bucket_key, guard in self._entries_of.pop(key, ()):
+            bucket = self._buckets[bucket_key]
+            bucket.discard(guard, key)
+            if not bucket:
+                del self._buckets[bucket_key]
         self._cache.clear()
 
     def get(self, kind: str, namespace: str | None, name: str) -> CompiledPolicy | None:
@@ -122,27 +206,38 @@ class PolicyIndex:
         return iter(sorted(self._by_key.values(), key=CompiledPolicy.sort_key))
 
     def candidates(self, obj: Obj, namespace: str | None = None) -> list[CompiledPolicy]:
-        """Policies whose selectors could match ``obj`` by group, kind and namespace, in order.
+        """Policies whose selectors could match ``obj`` by group, kind, namespace, name and labels, in order.
 
         ``namespace`` (the request's) stands in when the object carries none, as on some CREATEs.
         Only the buckets for the object's group and kind (and wildcards) in the cluster scope and
-        the object's namespace are read. The answer is cached until the index changes.
+        the object's namespace are read, and in them only the guards the object has. What does
+        not depend on the object's name and labels is cached until the index changes.
         """
         group, kind = object_group(obj), str(obj.get("kind") or "")
         ns = object_namespace(obj, namespace)
         cache_key = (group, kind, ns)
         found = self._cache.get(cache_key)
         if found is None:
-            seen: dict[str, CompiledPolicy] = {}
-            scopes = (CLUSTER, ns) if ns else (CLUSTER,)
-            for scope in scopes:
-                for g, k in ((group, kind), (group, ANY), (ANY, kind), (ANY, ANY)):
-                    seen.update(self._buckets.get((scope, g, k), {}))
-            found = tuple(sorted(seen.values(), key=CompiledPolicy.sort_key))
+            buckets = [bucket for scope in ((CLUSTER, ns) if ns else (CLUSTER,))
+                       for g, k in ((group, kind), (group, ANY), (ANY, kind), (ANY, ANY))
+                       if (bucket := self._buckets.get((scope, g, k))) is not None]
+            always: dict[str, CompiledPolicy] = {}
+            for bucket in buckets:
+                always.update(bucket.always)
+            found = _Found(always, tuple(bucket.guarded for bucket in buckets if bucket.guarded))
             if len(self._cache) >= CACHE_LIMIT:
                 self._cache.clear()
             self._cache[cache_key] = found
-        return list(found)
+        if not found.guarded:
+            return list(found.ordered)
+        hits: dict[str, CompiledPolicy] = {}
+        for probe in _probes(obj, ns):
+            for guarded in found.guarded:
+                if (members := guarded.get(probe)) is not None:
+                    hits.update(members)
+        if not hits:
+            return list(found.ordered)
+        return sorted({**found.always, **hits}.values(), key=CompiledPolicy.sort_key)
 
     def matching(self, obj: Obj, operation: str,
                  namespace: str | None = None) -> Iterator[tuple[CompiledPolicy, Any]]:
@@ -160,3 +255,15 @@ class PolicyIndex:
             for rule in policy.rules:
                 if rule_applies(rule.operations, operation):
                     yield policy, rule
+
+
+class _Found:
+    """The cached part of a lookup: the policies always a candidate, and the guarded maps to probe."""
+
+    __slots__ = ("always", "guarded", "ordered")
+
+    def __init__(self, always: dict[str, CompiledPolicy], guarded: tuple[dict[Guard, dict[str, CompiledPolicy]], ...]
+                 ) -> None:
+        self.always = always
+        self.ordered = tuple(sorted(always.values(), key=CompiledPolicy.sort_key))
+        self.guarded = guarded

@@ -8,7 +8,10 @@ import dataclasses
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from kinitiras_py.engine import selectors
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.selection import PolicyIndex, object_group, object_namespace
@@ -286,3 +289,51 @@ def test_cost_does_not_grow_with_policies_that_cannot_match() -> None:
     assert index.candidates(pod(namespace="team-a")) == [target]
     assert len(index.candidates(copy.deepcopy(pod(namespace="ns-7")))) == 2
     assert len(index.candidates({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "x"}})) == 1000
+
+
+# --- guards: selectors filed under the name, label or namespace they require ------------------
+
+_VALUES = st.sampled_from(["a", "b", "c"])
+_KEYS = st.sampled_from(["app", "tier", "team"])
+_EXPRESSIONS = st.one_of(
+    st.builds(lambda k, vs: {"key": k, "operator": "In", "values": vs}, _KEYS, st.lists(_VALUES, min_size=1)),
+    st.builds(lambda k, vs: {"key": k, "operator": "NotIn", "values": vs}, _KEYS, st.lists(_VALUES, min_size=1)),
+    st.builds(lambda k: {"key": k, "operator": "Exists"}, _KEYS),
+    st.builds(lambda k: {"key": k, "operator": "DoesNotExist"}, _KEYS))
+_SELECTORS = st.fixed_dictionaries({"apiVersion": st.just("v1"), "kind": st.sampled_from(["Pod", "*"])}, optional={
+    "name": st.sampled_from(["web-0", "web-1", ""]),
+    "namespace": st.sampled_from(["team-a", "team-b"]),
+    "labelSelector": st.fixed_dictionaries({}, optional={
+        "matchLabels": st.dictionaries(_KEYS, _VALUES, max_size=2),
+        "matchExpressions": st.lists(_EXPRESSIONS, max_size=2)})})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_SELECTORS, max_size=3), min_size=1, max_size=6),
+       st.dictionaries(_KEYS, _VALUES), st.sampled_from(["web-0", "web-1"]), st.sampled_from(["team-a", "team-b"]))
+def test_guards_never_hide_a_policy_the_selectors_match(selector_lists: list[list[dict[str, Any]]],
+                                                        labels: dict[str, str], name: str, namespace: str) -> None:
+    base = policy("ClusterOverridePolicy", "p")
+    policies = [dataclasses.replace(base, name=f"p{i}", selectors=sels) for i, sels in enumerate(selector_lists)]
+    index = PolicyIndex(policies)
+    obj = pod(name, namespace, labels=labels)
+    expected = [p.name for p in policies if selectors.match_any(p.selectors, obj)]
+    assert [p.name for p, _ in index.matching(obj, "CREATE")] == expected
+
+
+def test_a_policy_for_other_names_or_labels_of_the_same_kind_is_not_a_candidate() -> None:
+    others = [policy("ClusterOverridePolicy", f"other-{i:04}", selectors=for_kind(
+        "Pod", **[{"name": f"web-{i}x"}, {"labelSelector": {"matchLabels": {"app": f"db-{i}"}}},
+                  {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": [f"x{i}"]}]}},
+                  {"labelSelector": {"matchExpressions": [{"key": f"k{i}", "operator": "Exists"}]}},
+                  {"namespace": f"ns-{i}"}][i % 5])) for i in range(500)]
+    for_web = policy("ClusterOverridePolicy", "web", selectors=for_kind(
+        "Pod", labelSelector={"matchLabels": {"app": "web"}}))
+    unguarded = policy("ClusterOverridePolicy", "any-pod", selectors=for_kind(
+        "Pod", labelSelector={"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["db"]}]}))
+    index = PolicyIndex([*others, for_web, unguarded])
+    assert names(index.candidates(pod(labels={"app": "web"}))) == ["any-pod", "web"]
+    assert names(index.candidates(pod())) == ["any-pod"]
+    assert names(index.candidates(pod("web-3x", "ns-3", labels={"k3": ""}))) == ["any-pod", "other-0003"]
+    index.remove("ClusterOverridePolicy", None, "other-0003")
+    assert names(index.candidates(pod("web-3x", "ns-3", labels={"k3": ""}))) == ["any-pod"]
