@@ -7,10 +7,12 @@ on every Pod it touches."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Annotated
 
-from kinitiras_py.api.schema import Format, Model, OneOf, Pattern, prop
+from kinitiras_py.api.schema import Check, Format, Model, OneOf, Pattern, prop
 
 LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 NODE_SELECTOR_OPERATORS = (*LABEL_SELECTOR_OPERATORS, "Gt", "Lt")
@@ -22,8 +24,35 @@ NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
 _NUMBER = r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)"
 QUANTITY_PATTERN = rf"^{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+))?$"
 
-Quantity = Annotated[int | str, Pattern(QUANTITY_PATTERN, "a quantity such as 500m, 2, 1.5Gi or 1e3")]
-"""A Kubernetes resource quantity: an integer, or a string in Kubernetes' quantity syntax."""
+_SUFFIXES = {"": 1, "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10**3, "M": 10**6,
+             "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+             **{f"{p}i": 2 ** (10 * n) for n, p in enumerate("KMGTPE", start=1)}}
+MAX_QUANTITY = 2**63 - 1
+"""The largest amount a resource request or limit can hold: the API server keeps them as int64."""
+
+
+def quantity_problem(value: int | str) -> str | None:
+    """Why a well-formed quantity cannot be a resource amount (negative, or beyond int64), or None."""
+    text = str(value).strip()
+    number = re.match(_NUMBER, text)
+    if number is None:  # the pattern reports it
+        return None
+    rest = text[number.end():]
+    exponent = rest[1:] if rest[:1] in ("e", "E") and rest not in _SUFFIXES else None
+    try:
+        amount = Decimal(number.group(0)) * (Decimal(10) ** int(exponent) if exponent else _SUFFIXES[rest])
+    except (KeyError, ValueError, ArithmeticError):  # an exponent beyond Decimal's range
+        amount = Decimal("Infinity") if exponent and not exponent.startswith("-") else Decimal(0)
+    if amount < 0:
+        return f"{value} is negative: a resource amount must be 0 or more"
+    if amount > MAX_QUANTITY:
+        return f"{value} is too large: a resource amount must be at most {MAX_QUANTITY} (2^63-1)"
+    return None
+
+
+Quantity = Annotated[int | str, Pattern(QUANTITY_PATTERN, "a quantity such as 500m, 2, 1.5Gi or 1e3"),
+                     Check(quantity_problem)]
+"""An amount of a resource: an integer, or a string in Kubernetes' quantity syntax; from 0 to 2^63-1."""
 
 Int32 = Annotated[int, Format("int32")]
 Int64 = Annotated[int, Format("int64")]

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from kinitiras_py.api.core import Affinity, ResourceRequirements, Toleration, TopologySpreadConstraint
 from kinitiras_py.api.refs import ResourceRefer
-from kinitiras_py.api.schema import Model, OneOf, prop
+from kinitiras_py.api.schema import Model, OneOf, Pattern, prop
 from kinitiras_py.api.selectors import ResourceSelector
 from kinitiras_py.api.values import ConstantValue, Decimal, FailurePolicy, TargetOperation
 
@@ -22,13 +22,16 @@ ORIGIN_TYPES = ("annotations", "labels", "nodeSelector", "hostNetwork", "schedul
                 "topologySpreadConstraints")
 
 OverrideOperation = Annotated[str, OneOf(OVERRIDE_OPERATIONS)]
+POINTER_PATTERN = r"^(/([^~/]|~[01])*)*$"
+Pointer = Annotated[str, Pattern(POINTER_PATTERN, "a JSON pointer such as /metadata/labels/team "
+                                                  "(write ~0 for '~' and ~1 for '/' in a key)")]
 
 
 @dataclass(frozen=True, kw_only=True)
 class PlaintextOverrider(Model):
     """One RFC 6902 operation applied as written."""
 
-    path: str = prop("JSON pointer of the target field, e.g. /metadata/labels/team.", required=True)
+    path: Pointer = prop("JSON pointer of the target field, e.g. /metadata/labels/team.", required=True)
     op: OverrideOperation = prop("add, replace or remove.", required=True)
     value: Any = prop("Any JSON value; not used by remove.")
 

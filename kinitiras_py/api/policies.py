@@ -70,7 +70,9 @@ class BasePolicy:
 
     INFO: ClassVar[KindInfo]
     SPEC: ClassVar[type[Model]]
-    SPEC_REQUIRED: ClassVar[bool] = False
+    SPEC_REQUIRED: ClassVar[bool] = True
+    """Every kind needs a spec: without one a policy has no rules and can only be a mistake
+    (kinitiras required it for ClusterOverridePolicy only)."""
 
     metadata: ObjectMeta
     status: PolicyStatus | None = None
@@ -134,7 +136,6 @@ class ClusterOverridePolicy(BaseOverridePolicy):
 
     INFO = KindInfo("ClusterOverridePolicy", "clusteroverridepolicies", "clusteroverridepolicy",
                     "cop", "Cluster")
-    SPEC_REQUIRED = True  # as in kinitiras
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,19 +5,38 @@ the current or old object, its owner, another object in the cluster, or an HTTP 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from yarl import URL
+
 from kinitiras_py.api.core import Timestamp
-from kinitiras_py.api.schema import Model, OneOf, Pattern, prop
+from kinitiras_py.api.schema import Check, Model, OneOf, Pattern, prop
 from kinitiras_py.api.selectors import ResourceSelector
 
 REF_SOURCES = ("current", "old", "k8s", "owner", "http")
 HTTP_METHODS = ("GET", "POST")
 
-DURATION_PATTERN = r"^[+-]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|ms|s|m|h))+)$"
-Duration = Annotated[str, Pattern(DURATION_PATTERN, "a duration such as 90s, 10m or 1h30m")]
+DURATION_PATTERN = r"^\+?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|ms|s|m|h))+)$"
+Duration = Annotated[str, Pattern(DURATION_PATTERN, "a duration such as 90s, 10m or 1h30m (not negative)")]
+_PLACEHOLDER = re.compile(r"\{\{.*?\}\}")
+
+
+def url_problem(text: str) -> str | None:
+    """Why ``text`` cannot be called (it must be an absolute http or https URL), or None.
+    ``{{path}}`` placeholders count as text; the filled URL is checked again on each request."""
+    try:
+        url = URL(_PLACEHOLDER.sub("placeholder", text))
+    except (ValueError, TypeError) as e:
+        return f"{text!r} is not a URL: {e}"
+    if url.scheme not in ("http", "https") or not url.host:
+        return f"{text!r} is not an absolute http or https URL"
+    return None
+
+
+Url = Annotated[str, Check(url_problem)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,7 +58,7 @@ class HttpAuth(Model):
     password: str | None = prop("Password sent with Basic auth to authUrl.")
     secret_ref: SecretRef | None = prop("A Secret holding the token or the username and password, "
                                         "instead of writing them in the policy.")
-    auth_url: str | None = prop('Endpoint that answers a POST with {"token": "..."}.')
+    auth_url: Url | None = prop('Endpoint that answers a POST with {"token": "..."}.')
     expire_duration: Duration | None = prop("How long a fetched token is used when the endpoint does "
                                             "not say, e.g. 10m.")
     token: str | None = prop("Latest fetched token; written by the controller, do not edit.")
@@ -50,7 +69,7 @@ class HttpAuth(Model):
 class HttpDataRef(Model):
     """An HTTP request whose JSON answer is the referenced data (read it under body.)."""
 
-    url: str = prop("URL to call; may contain one {{path}} placeholder filled from the object.",
+    url: Url = prop("URL to call; may contain one {{path}} placeholder filled from the object.",
                     required=True)
     method: Annotated[str, OneOf(HTTP_METHODS)] | None = prop("HTTP method; empty means GET.")
     header: dict[str, str] = prop("Headers sent as they are.", factory=dict)

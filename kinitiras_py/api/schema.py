@@ -10,6 +10,7 @@ Python type                        JSON / OpenAPI
 ``Annotated[str, OneOf(values)]``  string with ``enum``
 ``Annotated[..., Pattern(...)]``   ``pattern`` (checked by the parser too)
 ``Annotated[..., Format(name)]``   ``format`` (documentation only)
+``Annotated[..., Check(fn)]``      nothing (checked by the parser only)
 ``int | str``                      int-or-string (``x-kubernetes-int-or-string``)
 ``list[X]``, ``dict[str, X]``      array, object with ``additionalProperties``
 ``Any``                            any JSON (``x-kubernetes-preserve-unknown-fields``)
@@ -59,6 +60,14 @@ class Pattern:
 
     regex: str
     meaning: str
+
+
+@dataclass(frozen=True)
+class Check:
+    """``Annotated`` extra: ``problem(value)`` says why a well-typed value cannot work, or None.
+    For what a pattern cannot say (ranges, URLs); the parser applies it, the CRD does not."""
+
+    problem: Callable[[Any], str | None]
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,7 @@ class Node:
     kind: NodeKind
     enum: tuple[str, ...] = ()
     pattern: Pattern | None = None
+    check: Check | None = None
     format: str | None = None
     item: Node | None = None
     model: type[Model] | None = None
@@ -154,6 +164,8 @@ def _node(tp: Any) -> Node:
             node = dataclasses.replace(node, enum=extra.values)
         elif isinstance(extra, Pattern):
             node = dataclasses.replace(node, pattern=extra)
+        elif isinstance(extra, Check):
+            node = dataclasses.replace(node, check=extra)
         elif isinstance(extra, Format):
             node = dataclasses.replace(node, format=extra.name)
     return node
@@ -328,6 +340,10 @@ def _parse_scalar(node: Node, value: JSON, path: str, errors: list[PolicyError])
     # OpenAPI patterns are unanchored; ours carry their own anchors, so search() is faithful.
     if node.pattern and isinstance(value, str) and not re.search(node.pattern.regex, value):
         errors.append(PolicyError(path, f"{_show(value)} is not {node.pattern.meaning}"))
+        return None
+    problem = node.check.problem(value) if node.check else None
+    if problem is not None:
+        errors.append(PolicyError(path, problem))
         return None
     return value
 

@@ -5,11 +5,13 @@ template rendered to CEL or a CEL expression, with what a failure does (validati
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Annotated
 
 from kinitiras_py.api.refs import ResourceRefer
-from kinitiras_py.api.schema import Model, OneOf, prop
+from kinitiras_py.api.schema import Model, OneOf, Pattern, prop
 from kinitiras_py.api.selectors import ResourceSelector
 from kinitiras_py.api.values import ConstantValue, FailurePolicy, TargetOperation
 
@@ -19,6 +21,8 @@ CONDS = ("Equal", "NotEqual", "Exist", "NotExist", "In", "NotIn", "Gt", "Gte", "
 """kinitiras' conditions, plus Regex (a Go constant there, but neither in its enum nor renderable)."""
 VALUE_OPERATIONS = ("+", "-", "*", "/")
 VALIDATION_ACTIONS = ("Deny", "Warn", "Audit")
+OPERAND_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?%?$"
+Operand = Annotated[int | str, Pattern(OPERAND_PATTERN, 'a number or a percentage, e.g. 2, "0.5" or "50%"')]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,8 +30,13 @@ class ValueProcess(Model):
     """Arithmetic applied to the right operand before comparing, e.g. * "50%"."""
 
     operation: Annotated[str, OneOf(VALUE_OPERATIONS)] = prop("+, -, * or /.", required=True)
-    operation_with: int | str = prop('The other operand: a number, or a percentage such as "50%".',
-                                     required=True)
+    operation_with: Operand = prop('The other operand: a number, or a percentage such as "50%".',
+                                   required=True)
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        """Dividing by zero fails on every request."""
+        if self.operation == "/" and Decimal(str(self.operation_with).rstrip("%")) == 0:
+            yield "operationWith", "division by zero"
 
 
 @dataclass(frozen=True, kw_only=True)

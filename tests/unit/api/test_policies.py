@@ -302,7 +302,7 @@ def test_metadata_and_status_shapes() -> None:
     ({"overriders": {"template": {"type": "labels", "operation": "add", "path": "team", "valueRef": {
         "from": "http", "http": {"url": "https://x.invalid", "auth": {"expireDuration": "ten minutes"}}}}}},
      [("spec.overrideRules[0].overriders.template.valueRef.http.auth.expireDuration",
-       '"ten minutes" is not a duration such as 90s, 10m or 1h30m')]),
+       '"ten minutes" is not a duration such as 90s, 10m or 1h30m (not negative)')]),
 ], ids=["array", "string", "required", "boolean", "bool-is-not-int", "quantity", "decimal", "toleration",
         "failure-policy", "http-needs-http", "k8s-needs-k8s", "duration"])
 def test_wrong_shapes_are_reported_with_their_path(rule: dict[str, Any],
@@ -362,7 +362,8 @@ def test_absent_optional_fields() -> None:
     assert (overriders.plaintext, overriders.origin, overriders.template) == ([], [], None)
     assert overriders.cue is None
     assert overriders.cel == "[]"
-    assert parse_policy({**minimal_cvp(), "spec": None}).spec is None
+    with pytest.raises(PolicyErrors, match="spec: required field is missing"):
+        parse_policy({**minimal_cvp(), "spec": None})  # null is absent, and every kind needs a spec
 
 
 # --- dispatch and naming -----------------------------------------------------------------------
