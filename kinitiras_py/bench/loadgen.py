@@ -42,19 +42,27 @@ def http_request(url: str, body: bytes, headers: dict[str, str] | None = None) -
 
 
 async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> tuple[int, bytes]:
-    """Send ``request`` and read one answer: (HTTP status, body)."""
+    """Send ``request`` and read one answer (by Content-Length, or chunked): (HTTP status, body)."""
     writer.write(request)
     head = await reader.readuntil(b"\r\n\r\n")
     status = int(head[9:12])
-    length = 0
     for line in head.split(b"\r\n")[1:]:
         name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-            break
-    else:
-        raise ValueError("the answer has no Content-Length")
-    return status, await reader.readexactly(length)
+        name = name.strip().lower()
+        if name == b"content-length":
+            return status, await reader.readexactly(int(value))
+        if name == b"transfer-encoding" and b"chunked" in value.lower():
+            return status, await _chunks(reader)
+    raise ValueError("the answer has neither a Content-Length nor chunks")
+
+
+async def _chunks(reader: asyncio.StreamReader) -> bytes:
+    parts = []
+    while size := int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16):
+        parts.append(await reader.readexactly(size))
+        await reader.readexactly(2)
+    await reader.readuntil(b"\r\n")  # no trailers: the empty line ending the body
+    return b"".join(parts)
 
 
 async def closed_loop(url: str, request: bytes, context: ssl.SSLContext, connections: int, seconds: float,
@@ -70,9 +78,12 @@ async def closed_loop(url: str, request: bytes, context: ssl.SSLContext, connect
     cpu_start, start = time.process_time(), clock()
     deadline = start + seconds
 
+    started = 0
+
     async def one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal errors
-        while clock() < deadline and (limit is None or len(latencies) < limit):
+        nonlocal errors, started
+        while clock() < deadline and (limit is None or started < limit):
+            started += 1
             sent = clock()
             status, body = await exchange(reader, writer, request)
             latencies.append(clock() - sent)

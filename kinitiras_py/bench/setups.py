@@ -108,6 +108,7 @@ async def ours(kube: Kube, log: Callable[[str], None], start_timeout: float = 90
     with tempfile.TemporaryDirectory(prefix="kinitiras-bench-serve-") as work:
         ca = authority.new_ca("kinitiras-py bench")
         leaf = authority.new_serving(ca, ["localhost"], ["127.0.0.1"])
+        Path(work, "ca.crt").write_bytes(ca.cert)
         Path(work, "tls.crt").write_bytes(leaf.cert)
         Path(work, "tls.key").write_bytes(leaf.key)
         port = processes.free_port()
