@@ -330,3 +330,94 @@ def test_rendered_cel_is_byte_identical_across_processes(tmp_path: Path) -> None
         outputs.add(proc.stdout)
     assert len(outputs) == 1
     assert next(iter(outputs)).count(b"renderedCel") == 3 * len(EVERY_TEMPLATE)
+
+
+# -- YAML kubectl reads, YAML kubectl reads back (issue 10, items 6 and 7) ---------------------------
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def _readme_cel() -> str:
+    """The CEL of the README's `cel` overrider example."""
+    text = README.read_text()
+    block = text[text.index("```yaml\ncel: >"):]
+    return str(yaml.safe_load(block[len("```yaml\n"):block.index("```", 3)])["cel"])
+
+
+@pytest.mark.parametrize(("labels", "expected"), [
+    (None, {"team": "team-a"}),
+    ({"app": "web"}, {"app": "web", "team": "team-a"}),  # the existing labels stay
+    ({"app": "web", "team": "core"}, {"app": "web", "team": "core"}),
+])
+def test_the_readme_cel_example_adds_team_and_keeps_other_labels(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, labels: dict[str, str] | None,
+        expected: dict[str, str]) -> None:
+    policy = {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "OverridePolicy",
+              "metadata": {"name": "team", "namespace": "team-a"},
+              "spec": {"overrideRules": [{"overriders": {"cel": _readme_cel()}}]}}
+    pod = yaml.safe_load(POD)
+    pod["metadata"].pop("labels")
+    if labels is not None:
+        pod["metadata"]["labels"] = labels
+    code, out, err = run(capsys, "apply", "--policy", write(tmp_path / "p.yaml", json.dumps(policy)),
+                         "--resource", write(tmp_path / "pod.yaml", json.dumps(pod)), "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["object"]["metadata"]["labels"] == expected
+
+
+KEYS_POD = POD.replace("    app: web\n", "    app: web\n    off: a\n    1: b\n    2024-01-01: c\n    y: d\n")
+
+
+def test_apply_reads_non_string_keys_as_kubectl_does(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = run(capsys, "apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
+                         "--resource", write(tmp_path / "pod.yaml", KEYS_POD),
+                         "--context", write(tmp_path / "ns.yaml", NAMESPACE), "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["object"]["metadata"]["labels"] == {
+        "app": "web", "false": "a", "1": "b", "2024-01-01": "c", "true": "d", "team": "payments"}
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("    ~: a\n", "pod.yaml:8:5: a mapping key must be a string"),
+    ("    app2: !!binary aGVsbG8=\n", "pod.yaml:8:11: !!binary values"),
+    ("    deep: " + "[" * 3000 + "]" * 3000 + "\n", "pod.yaml:8:"),
+])
+def test_apply_refuses_yaml_json_cannot_hold_with_file_and_place(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, where: str) -> None:
+    pod = write(tmp_path / "pod.yaml", POD.replace("    app: web\n", "    app: web\n" + text))
+    code, out, err = run(capsys, "apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
+                         "--resource", pod)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {pod.parent}/{where}"), err
+
+
+def test_render_refuses_a_file_that_is_not_utf8(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_bytes(NAMESPACE_LABEL_POLICY.replace("team-from", "t\xe9am-from").encode("latin-1"))
+    code, _, err = run(capsys, "render", path)
+    assert code == 2
+    assert "p.yaml: not UTF-8 text" in err
+
+
+AMBIGUOUS_VALUES = ["y", "n", "Y", "N", "1e3", "0o12", "off", "2024-01-01", "1:20", ".inf"]
+
+
+def test_render_output_reads_back_identically(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Strings YAML 1.1 readers (kubectl) or 1.2 readers take for booleans or numbers are quoted."""
+    policy = {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy",
+              "metadata": {"name": "y", "labels": {v: v for v in AMBIGUOUS_VALUES if v != ".inf"}},
+              "spec": {"overrideRules": [{"overriders": {
+                  "plaintext": [{"op": "add", "path": f"/metadata/annotations/k{i}", "value": v}
+                                for i, v in enumerate(AMBIGUOUS_VALUES)],
+                  "template": {"type": "annotations", "operation": "add", "path": "a",
+                               "value": {"string": "y"}}}}]}}
+    code, out, err = run(capsys, "render", write(tmp_path / "p.yaml", json.dumps(policy)))
+    assert code == 0, err
+    for value in AMBIGUOUS_VALUES:
+        assert f": {value}\n" not in out
+    (again,) = yaml.safe_load_all(out)
+    assert again["spec"]["overrideRules"][0]["overriders"]["plaintext"] == \
+        policy["spec"]["overrideRules"][0]["overriders"]["plaintext"]  # type: ignore[index]
+    assert again["metadata"] == policy["metadata"]
+    code, out2, _ = run(capsys, "render", write(tmp_path / "again.yaml", out))
+    assert (code, out2) == (0, out)  # our own reader (kubectl's rules) reads it back the same
