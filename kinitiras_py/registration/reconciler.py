@@ -12,6 +12,11 @@ The CA bundle comes from ``bundle_source`` (bytes, or a callable returning them,
 async) and from :meth:`Reconciler.inject`, which the certificate rotator calls to push a new
 bundle now; whichever changed last is used. Nothing is written while the bundle is empty, and
 no rules are written before the policy watch has synced, so a restart never drops coverage.
+
+With a :class:`~kinitiras_py.registration.coverage.CoverageGate` (``gate``), each pass that
+confirms both configurations puts the policy versions it computed them from in force; a
+follower confirms by reading the leader's configurations. That is how a policy never selects
+anything before its kinds are sent to the webhook (the guarantee is explained there).
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.cluster.client import Api, ApiException, Resource, RestMapper
+from kinitiras_py.cluster.client import Api, ApiException, RestMapper
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.registration import applying, builder, rules
 from kinitiras_py.registration.builder import Registration
+from kinitiras_py.registration.coverage import CoverageGate, covers
+from kinitiras_py.registration.discovery import DiscoveryCatalog
 
 log = logging.getLogger("kinitiras_py.registration")
 
@@ -63,66 +70,6 @@ def side_effects(policies: Iterator[CompiledPolicy] | list[CompiledPolicy]) -> s
     return "None"
 
 
-class DiscoveryCatalog:
-    """:class:`rules.Catalog` over the API server: kinds through the RestMapper, group listings
-    through discovery, cached for ``max_age`` seconds."""
-
-    def __init__(self, client: Any, mapper: RestMapper, max_age: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._api = Api.of(client)
-        self._mapper = mapper
-        self.max_age = max_age
-        self._clock = clock
-        self._groups: tuple[float, dict[str, list[str]]] | None = None
-        self._resources: dict[str, tuple[float, list[Resource]]] = {}
-
-    def invalidate(self) -> None:
-        """Forget the cached listings (the next calls read discovery again)."""
-        self._groups = None
-        self._resources.clear()
-
-    async def resolve(self, api_version: str, kind: str) -> Resource:
-        """The resource serving ``kind`` in ``api_version`` (RestMapper, with its own refresh)."""
-        return await self._mapper.resolve(api_version, kind)
-
-    async def _get(self, path: str) -> Obj:
-        try:
-            return await self._api.request("GET", path, timeout=applying.TIMEOUT)
-        except ApiException as e:
-            raise LookupError(f"discovery of {path} failed: {e.status} {e.reason}") from None
-        except (OSError, TimeoutError) as e:
-            raise LookupError(f"discovery of {path} failed: {e!r}") from None
-
-    async def _versions(self) -> dict[str, list[str]]:
-        if self._groups is None or self._clock() - self._groups[0] > self.max_age:
-            core = await self._get("/api")
-            found: dict[str, list[str]] = {"": [str(v) for v in core.get("versions") or []]}
-            for group in (await self._get("/apis")).get("groups") or []:
-                found[str(group.get("name"))] = [str(v.get("version")) for v in group.get("versions") or []]
-            self._groups = (self._clock(), found)
-        return self._groups[1]
-
-    async def groups(self) -> list[str]:
-        """Every served group, ``""`` (core) first."""
-        return sorted(await self._versions())
-
-    async def group_resources(self, group: str) -> list[Resource]:
-        """Stored top-level resources of every served version of ``group`` (none if it is not served)."""
-        cached = self._resources.get(group)
-        if cached is not None and self._clock() - cached[0] <= self.max_age:
-            return cached[1]
-        found: list[Resource] = []
-        for version in (await self._versions()).get(group, []):
-            doc = await self._get(f"/apis/{group}/{version}" if group else f"/api/{version}")
-            for res in doc.get("resources") or []:
-                name, verbs = str(res.get("name") or ""), set(res.get("verbs") or [])
-                # Subresources and virtual resources (nothing to read back) are not admitted objects.
-                if name and "/" not in name and "get" in verbs and verbs & {"create", "update", "patch", "delete"}:
-                    found.append(Resource(group, version, name, bool(res.get("namespaced")), str(res.get("kind"))))
-        self._resources[group] = (self._clock(), found)
-        return found
-
-
 class Reconciler:
     """Writes the Mutating/ValidatingWebhookConfiguration for the policies in force.
 
@@ -140,8 +87,10 @@ class Reconciler:
                  bundle_source: BundleSource, *, catalog: rules.Catalog | None = None, debounce: float = 1.0,
                  max_delay: float = 10.0, poll_interval: float = 0.25, resync_interval: float = 60.0,
                  retry_interval: float = 5.0, max_backoff: float = 60.0, label_namespaces: bool = False,
-                 is_leader: Callable[[], bool] = lambda: True) -> None:
+                 is_leader: Callable[[], bool] = lambda: True, gate: CoverageGate | None = None) -> None:
         self._client = client
+        self.gate = gate
+        """When set, every pass that confirms the configurations puts the policies it covered in force."""
         self.reg = reg
         self._watch = watch
         self.catalog = catalog or DiscoveryCatalog(client, mapper or RestMapper(client))
@@ -181,15 +130,17 @@ class Reconciler:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def include(self, policy: CompiledPolicy) -> None:
-        """Cover ``policy``'s selectors now, while it is being admitted (before it is indexed).
+    def include(self, policy: CompiledPolicy) -> None:
+        """Start covering ``policy``'s selectors while it is being admitted (before it is indexed).
 
-        Otherwise an object created right after `kubectl apply` of a policy can arrive before its
-        kind is in the webhook rules. Entries expire after a while: if the policy was refused
-        elsewhere, the rules shrink back on a later pass.
+        Returns at once: the widening runs in the reconciler's task, never inside the admission
+        request's deadline. It only gets the rules ready sooner; that a policy is never in force
+        before its kinds are covered is the :class:`~kinitiras_py.registration.coverage.CoverageGate`'s
+        guarantee. Entries expire after a while: if the policy was refused elsewhere, the rules
+        shrink back on a later pass.
         """
         self._included[PolicyIndex.key(policy)] = (policy, time.monotonic() + 60.0)
-        await self.reconcile()
+        self.notify()
 
     def _admitted(self) -> list[CompiledPolicy]:
         now = time.monotonic()
@@ -268,10 +219,15 @@ class Reconciler:
 
     async def desired(self) -> tuple[list[Obj], rules.RuleSet] | None:
         """The configurations wanted now and their rules; None while there is no CA bundle."""
+        return await self._desired(list(_policies(self._watch)))
+
+    async def _desired(self, staged: list[CompiledPolicy]) -> tuple[list[Obj], rules.RuleSet] | None:
         bundle = await self.current_bundle()
         if not bundle:
             return None
-        policies = list(_policies(self._watch)) + self._admitted()
+        # A policy being admitted counts once: its indexed version, as soon as there is one.
+        indexed = {PolicyIndex.key(p) for p in staged}
+        policies = staged + [p for p in self._admitted() if PolicyIndex.key(p) not in indexed]
         ruleset = await rules.compute_split(policies, self.catalog)
         reg = dataclasses.replace(self.reg, side_effects=side_effects(policies))
         return list(builder.desired(reg, bundle, ruleset.rules, ruleset.validate_rules)), ruleset
@@ -281,11 +237,14 @@ class Reconciler:
         (written or already so); False when the bundle is missing or the rules are incomplete
         and the existing configurations were kept."""
         if not self.is_leader():
-            self.ready.set()  # the leader writes; a follower has nothing to wait for
-            return True
+            if self.gate is None:
+                self.ready.set()  # the leader writes; a follower has nothing to wait for
+                return True
+            return await self._follow(self.gate)
         async with self._lock:
             self.passes += 1
-            wanted = await self.desired()
+            staged = list(_policies(self._watch))
+            wanted = await self._desired(staged)
             if wanted is None:
                 log.warning("no CA bundle yet: webhook configurations not written")
                 return False
@@ -307,6 +266,29 @@ class Reconciler:
             if ruleset.incomplete:
                 return False
             self.last = ruleset
+            if self.gate is not None:
+                await self.gate.admit(staged)
+            self.ready.set()
+            return True
+
+    async def _follow(self, gate: CoverageGate) -> bool:
+        """A follower's pass: put in force the policies whose rules the leader's configurations
+        in the cluster already cover (read, never written). False while they do not (yet)."""
+        async with self._lock:
+            self.passes += 1
+            staged = list(_policies(self._watch))
+            wanted = await self._desired(staged)
+            if wanted is None:
+                return False
+            configs, ruleset = wanted
+            if ruleset.incomplete:
+                return False
+            for config in configs:
+                current = await applying.read_config(self._client, config["kind"], config["metadata"]["name"])
+                if not covers(current, config):
+                    log.info("waiting for the leader to cover the policies", extra={"config": config["kind"]})
+                    return False
+            await gate.admit(staged)
             self.ready.set()
             return True
 

@@ -6,7 +6,6 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base import aiotasks
@@ -15,8 +14,10 @@ from kinitiras_py.cluster.client import RestMapper
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.status import StatusWriter
 from kinitiras_py.cluster.store import InformerStore
+from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.results import RuleFailure
 from kinitiras_py.refs.http import AiohttpClient
+from kinitiras_py.registration.coverage import CoverageGate
 from kinitiras_py.registration.reconciler import Reconciler
 from kinitiras_py.runtime import certificates
 from kinitiras_py.runtime.settings import Settings
@@ -43,7 +44,10 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     status = StatusWriter(api, watch.get)
     store = InformerStore(api)
     http = AiohttpClient(store=store)
-    pipeline = Pipeline(watch.overrides, watch.validations, store, http, lookup_timeout=settings.lookup_timeout)
+    # With registration, requests see a policy only once the webhook rules cover it (CoverageGate).
+    gate = CoverageGate(watch, on_in_force=lambda p: status.on_change(p.kind, p.namespace or None, p.name, p, None))
+    indexes: CoverageGate | PolicyWatch = gate if settings.register else watch
+    pipeline = Pipeline(indexes.overrides, indexes.validations, store, http, lookup_timeout=settings.lookup_timeout)
     cert_dir = settings.server.cert_dir
 
     async def inject(bundle: bytes) -> bool:
@@ -59,11 +63,16 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
 
     reconciler = Reconciler(api, settings.registration, watch, RestMapper(api),
                             bundle_source=certs.bundle, is_leader=certs.is_leader,
-                            label_namespaces=settings.label_namespaces, debounce=0.1)
+                            label_namespaces=settings.label_namespaces, debounce=0.1,
+                            gate=gate if settings.register else None)
 
-    async def on_policy_change(*args: Any) -> None:
-        # New policies widen the webhook rules at once, so they are in force within a moment.
-        await status.on_change(*args)
+    async def on_policy_change(kind: str, namespace: str | None, name: str, compiled: CompiledPolicy | None,
+                               error: str | None) -> None:
+        if not settings.register or compiled is None or gate.in_force(compiled):
+            if compiled is None:
+                gate.withdraw(kind, namespace, name)  # narrowing is safe at once
+            await status.on_change(kind, namespace, name, compiled, error)
+        # A new version is reported (Ready) when the gate puts it in force, after the pass covering it.
         reconciler.notify()
 
     watch.on_change = on_policy_change

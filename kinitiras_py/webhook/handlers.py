@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -32,8 +32,9 @@ class Handlers:
     """Answer before the API server's webhook timeout (3 s by default), whatever happens."""
     ready: Callable[[], bool] = lambda: True
     on_rule_failure: Callable[[RuleFailure], None] | None = None
-    on_policy_admitted: Callable[[CompiledPolicy], Awaitable[None]] | None = None
-    """Called (and awaited) before a valid policy is admitted, e.g. to widen the webhook rules."""
+    on_policy_admitted: Callable[[CompiledPolicy], None] | None = None
+    """Told of each valid policy being admitted (e.g. to start widening the webhook rules); it must
+    return at once: nothing slow runs inside the request's deadline."""
 
     def _respond(self, endpoint: str, body: bytes, code: int, started: float) -> web.Response:
         self.metrics.requests.labels(endpoint, str(code)).inc()
@@ -110,7 +111,7 @@ class Handlers:
             warnings += admission.warnings
             if admission.compiled is not None and self.on_policy_admitted is not None and not req.dry_run:
                 try:
-                    await self.on_policy_admitted(admission.compiled)
+                    self.on_policy_admitted(admission.compiled)
                 except Exception:  # the policy is still valid; the reconciler catches up later
                     log.exception("preparing the webhook rules for a new policy failed")
         verdict = await self.pipeline.validate(req)
