@@ -75,6 +75,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kubeconfig", default=None,
                    help="with --e2e: a running control plane without webhooks (default: bring one up in a "
                         "temporary directory and stop it at the end)")
+    p.add_argument("--scale", action="store_true",
+                   help="engine time with one matching policy as non-matching ones of the same and other kinds "
+                        "grow (counts: --policies, default here 10,10000), and the largest:smallest ratio")
+    p.add_argument("--memory", action="store_true",
+                   help="kinitiras-py serve against a real API server (--kubeconfig, else one brought up) with "
+                        "--total policies (default here 10000): its RSS while serving and how fast a policy "
+                        "change takes effect")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(handler=_bench)
 
@@ -166,6 +173,12 @@ def _bench_e2e(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.scale or args.memory:
+        from kinitiras_py.bench import memory, scale
+
+        sizes = args.policies if args.policies != [1, 100, 1000] else list(scale.SIZES)
+        return (scale.main(sizes, args.requests, args.output) if args.scale
+                else memory.main(args.kubeconfig, args.total if args.total != 1000 else memory.TOTAL, 3, args.output))
     if args.floor:
         return _bench_floor(args)
     if args.e2e:
