@@ -86,3 +86,63 @@ def test_webhook_bench_refuses_a_setup_that_patches_nothing() -> None:
 
     with pytest.raises(RuntimeError, match="without a patch"):
         webhook.run([workload.filler_policy(1)], workload.pod(), [10], 0.1, warmup=0.1)
+
+
+def test_floor_bench_prints_every_server_beside_the_floor(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "--floor", "--total", "6", "--matching", "1,3", "--seconds", "0.3", "--rounds", "1"]
+    assert main([*args, "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["floor"]
+    assert [(r["name"], r["policies"], r["matching"]) for r in rows] == [
+        ("floor", 0, 0), ("ours 1/6", 6, 1), ("ours 3/6", 6, 3)]
+    for row in rows:
+        assert row["answered"] > 0 and row["errors"] == 0
+        assert row["ratio"] > 0 and row["cpu_ratio"] > 0 and row["server_cpu"] > 0 and row["load_cpu"] > 0
+    assert rows[0]["ratio"] == rows[0]["cpu_ratio"] == 1.0
+    assert main([*args[:-4], "--seconds", "0.2", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "x floor" in out and "cpu ms/review" in out and "load generator: at most" in out
+
+
+def test_floor_labels_the_object_with_or_without_labels() -> None:
+    import base64
+
+    import jsonpatch
+    import orjson
+
+    from kinitiras_py.bench import floor, webhook
+
+    for pod in (workload.server_pod(), {**workload.pod(), "metadata": {"name": "bare", "namespace": "x"}}):
+        answer = orjson.loads(floor.answer(webhook.review(pod)))["response"]
+        assert answer["allowed"] is True and answer["patchType"] == "JSONPatch"
+        patched = jsonpatch.apply_patch(pod, orjson.loads(base64.b64decode(answer["patch"])))
+        assert patched["metadata"]["labels"] == {**pod["metadata"].get("labels", {}), floor.LABEL: "yes"}
+
+
+async def test_the_load_reads_sized_and_chunked_answers() -> None:
+    import asyncio
+
+    from kinitiras_py.bench import loadgen
+
+    class Sink:
+        def write(self, data: bytes) -> None:
+            self.data = data
+
+    for raw, body in ((b"HTTP/1.1 201 Created\r\nContent-Length: 5\r\n\r\nhello", b"hello"),
+                      (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2;x=y\r\nlo\r\n0\r\n\r\n",
+                       b"hello")):
+        reader = asyncio.StreamReader()
+        reader.feed_data(raw + b"HTTP/1.1 ...")  # the next answer on the connection stays unread
+        status, got = await loadgen.exchange(reader, Sink(), b"request")  # type: ignore[arg-type]
+        assert (status, got) == (int(raw[9:12]), body)
+        assert await reader.read(8) == b"HTTP/1.1"
+    assert loadgen.http_request("https://h:1/p?q=1", b"{}", {"A": "b"}) == (
+        b"POST /p?q=1 HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nA: b\r\n\r\n{}")
+
+
+def test_server_and_e2e_pod_is_the_size_the_issue_measured() -> None:
+    from kinitiras_py.bench import webhook
+
+    assert 9_000 < len(webhook.review(workload.server_pod())) < 10_000
+    assert len(workload.server_pod()["spec"]["containers"]) == 4
+    assert sum(p["kind"] == "OverridePolicy" and p["metadata"]["name"].startswith("oversell-")
+               for p in workload.some_matching(50, 20)) == 20

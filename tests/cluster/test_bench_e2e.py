@@ -1,0 +1,31 @@
+"""`kinitiras-py bench --e2e` with small N against the real API server: it completes, every set-up
+does what its name says (the benchmark checks that itself), and it prints its ratio fields.
+No timing assertions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kinitiras_py.cli.main import main
+from tests.conftest import Cluster
+
+pytestmark = pytest.mark.cluster
+
+
+def test_e2e_bench_runs_every_set_up_and_prints_the_ratios(cluster: Cluster,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--e2e", "--kubeconfig", cluster.kubeconfig, "--total", "8", "--matching", "1,3",
+                 "--pods", "6", "--concurrency", "1,3", "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["e2e"]
+    assert [(r["setup"], r["concurrency"]) for r in rows] == [
+        (setup, c) for setup in ("no webhook", "floor", "ours 1/8", "ours 3/8") for c in (1, 3)]
+    for row in rows:
+        assert row["pods"] == 6 and row["errors"] == 0
+        assert row["p50"] <= row["p90"] <= row["p99"] and row["rate"] > 0 and row["load_cpu"] > 0
+        assert row["p50_ratio"] > 0 and row["rate_ratio"] > 0
+    assert {(r["p50_ratio"], r["rate_ratio"]) for r in rows if r["setup"] == "floor"} == {(1.0, 1.0)}
+    # Nothing is left behind: the next test's Pods see no webhook of ours.
+    assert "kinitiras-bench" not in cluster.kubectl("get", "mutatingwebhookconfigurations", "-o", "name").stdout
+    assert cluster.kubectl("get", "op,cop,cvp", "-A", "-l", "kinitiras-bench=e2e", "-o", "name").stdout == ""
