@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import cProfile
 import multiprocessing
 import os
 import ssl
@@ -38,6 +39,13 @@ class Served:
         """User + system CPU time the server process has used."""
         return process_cpu_seconds(self.pid)
 
+    def rss_bytes(self) -> int:
+        """The server process's resident memory now."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
 
 def process_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of ``pid`` (Linux ``/proc``)."""
@@ -64,8 +72,10 @@ def pinned(cpu: int) -> Iterator[None]:
             os.sched_setaffinity(0, before)
 
 
-def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu: int | None) -> None:
-    """Child process: serve ours over ``policies`` (the floor when None) until told to stop."""
+def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu: int | None,
+           profile: str | None) -> None:
+    """Child process: serve ours over ``policies`` (the floor when None) until told to stop;
+    with ``profile``, under cProfile, the statistics written to that file at the end."""
     from kinitiras_py.base import logs
     from kinitiras_py.webhook.server import Server, server_context
 
@@ -88,18 +98,24 @@ def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu:
         context = server_context(Path(cert_dir, "tls.crt"), Path(cert_dir, "tls.key"))
         server = Server(app, "127.0.0.1", 0, context)
         await server.start()
+        profiler = cProfile.Profile() if profile else None
+        if profiler is not None:
+            profiler.enable()
         conn.send(server.port)
         await asyncio.get_running_loop().run_in_executor(None, conn.recv)  # the stop signal
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(str(profile))
         await server.stop()
 
     asyncio.run(main())
 
 
 @contextlib.contextmanager
-def serving(policies: Sequence[Obj] | None, cpu: int | None = SERVER_CPU,
-            start_timeout: float = 120.0) -> Iterator[Served]:
+def serving(policies: Sequence[Obj] | None, cpu: int | None = SERVER_CPU, start_timeout: float = 120.0,
+            profile: str | None = None) -> Iterator[Served]:
     """Serve ours over ``policies`` (the floor when None) in a child process until the block ends,
-    on core ``cpu`` (None: wherever the scheduler puts it)."""
+    on core ``cpu`` (None: wherever the scheduler puts it), profiled into the file ``profile``."""
     from kinitiras_py.certs.authority import new_ca, new_serving
 
     with tempfile.TemporaryDirectory(prefix="kinitiras-bench-") as cert_dir:
@@ -109,7 +125,7 @@ def serving(policies: Sequence[Obj] | None, cpu: int | None = SERVER_CPU,
         Path(cert_dir, "tls.key").write_bytes(leaf.key)
         spawn = multiprocessing.get_context("spawn")
         parent, child = spawn.Pipe()
-        args = (None if policies is None else list(policies), cert_dir, child, cpu)
+        args = (None if policies is None else list(policies), cert_dir, child, cpu, profile)
         process = spawn.Process(target=_serve, args=args, daemon=True)
         process.start()
         try:

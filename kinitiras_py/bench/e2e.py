@@ -136,3 +136,21 @@ def with_ratios(rows: Sequence[Row]) -> list[Row]:
         out.append(dataclasses.replace(r, p50_ratio=r.p50 / base.p50 if base and base.p50 else 0.0,
                                        rate_ratio=r.rate / base.rate if base and base.rate else 0.0))
     return out
+
+
+def medians(runs: Sequence[Sequence[Row]]) -> list[Row]:
+    """One row per set-up and concurrency: the median of each figure over ``runs`` (whole runs of
+    :func:`run`), ratios recomputed from the medians."""
+    groups: dict[tuple[str, int], list[Row]] = {}
+    for rows in runs:
+        for r in rows:
+            groups.setdefault((r.setup, r.concurrency), []).append(r)
+    out = []
+    for (setup, concurrency), rows in groups.items():
+        def mid(field: str, rows: list[Row] = rows) -> float:
+            return float(statistics.median(getattr(r, field) for r in rows))
+
+        out.append(Row(setup=setup, concurrency=concurrency, pods=sum(r.pods for r in rows),
+                       errors=sum(r.errors for r in rows), p50=mid("p50"), p90=mid("p90"), p99=mid("p99"),
+                       rate=mid("rate"), load_cpu=mid("load_cpu")))
+    return with_ratios(out)

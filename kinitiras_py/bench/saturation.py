@@ -21,6 +21,7 @@ import dataclasses
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import jsonpatch
 
@@ -48,6 +49,8 @@ class Saturation:
     cpu_per_review: float
     """The server's CPU seconds per answer: what the rate would be limited by on an idle core,
     and unlike the rate not lowered when other processes take turns on the server's core."""
+    rss: int
+    """The server's resident memory after its last round, bytes."""
     answered: int
     errors: int
     ratio: float = 0.0
@@ -92,11 +95,18 @@ def _measure(served: child.Served, body: bytes, connections: int, seconds: float
 
 
 def run(targets_: Sequence[Target], pod: Obj, connections: int = 8, seconds: float = 5.0, rounds: int = 3,
-        warmup: float = 1.0, limit: int | None = None) -> list[Saturation]:
-    """Measure every target ``rounds`` times for ``seconds`` each (or ``limit`` answers), interleaved."""
+        warmup: float = 1.0, limit: int | None = None, profile_dir: str | None = None) -> list[Saturation]:
+    """Measure every target ``rounds`` times for ``seconds`` each (or ``limit`` answers), interleaved;
+    with ``profile_dir``, each of our servers is profiled into ``<dir>/ours-<k>-of-<total>.prof``."""
     body = review(pod)
+
+    def profile(t: Target) -> str | None:
+        if profile_dir is None or t.policies is None:
+            return None
+        return str(Path(profile_dir) / f"ours-{t.matching}-of-{len(t.policies)}.prof")
+
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(child.serving(t.policies)) for t in targets_]
+        servers = [stack.enter_context(child.serving(t.policies, profile=profile(t))) for t in targets_]
         for served, target in zip(servers, targets_, strict=True):
             check(served, pod, None if target.policies is None else target.matching)
         loads: list[list[tuple[loadgen.Load, float]]] = [[] for _ in targets_]
@@ -106,7 +116,8 @@ def run(targets_: Sequence[Target], pod: Obj, connections: int = 8, seconds: flo
             for _ in range(rounds):
                 for i, served in enumerate(servers):
                     loads[i].append(_measure(served, body, connections, seconds, limit))
-    results = [_summary(t, runs) for t, runs in zip(targets_, loads, strict=True)]
+        rss = [served.rss_bytes() for served in servers]
+    results = [_summary(t, runs, r) for t, runs, r in zip(targets_, loads, rss, strict=True)]
     base = next((r for r in results if r.name == "floor"), None)
     if base is None:
         return results
@@ -115,7 +126,7 @@ def run(targets_: Sequence[Target], pod: Obj, connections: int = 8, seconds: flo
             for r in results]
 
 
-def _summary(target: Target, runs: list[tuple[loadgen.Load, float]]) -> Saturation:
+def _summary(target: Target, runs: list[tuple[loadgen.Load, float]], rss: int) -> Saturation:
     latencies = sorted(x for load, _ in runs for x in load.latencies)
     return Saturation(
         name=target.name, policies=len(target.policies or ()), matching=target.matching,
@@ -125,5 +136,5 @@ def _summary(target: Target, runs: list[tuple[loadgen.Load, float]]) -> Saturati
         load_cpu=statistics.median(load.cpu / load.elapsed if load.elapsed else 0.0 for load, _ in runs),
         cpu_per_review=statistics.median(cpu * load.elapsed / load.answered if load.answered else 0.0
                                          for load, cpu in runs),
-        answered=sum(load.answered for load, _ in runs), errors=sum(load.errors for load, _ in runs))
+        rss=rss, answered=sum(load.answered for load, _ in runs), errors=sum(load.errors for load, _ in runs))
 

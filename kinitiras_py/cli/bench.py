@@ -68,10 +68,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --floor/--e2e: how many of them match the Pod, one server set-up each (default 1,20)")
     p.add_argument("--connections", type=_positive, default=8, help="with --floor: keep-alive connections (default 8)")
     p.add_argument("--rounds", type=_positive, default=3, help="with --floor: interleaved rounds (default 3)")
+    p.add_argument("--profile", metavar="DIR", default=None,
+                   help="with --floor: run our servers under cProfile, statistics to DIR/ours-K-of-N.prof")
     p.add_argument("--pods", type=_positive, default=500,
                    help="with --e2e: Pods created per set-up and concurrency (default 500)")
     p.add_argument("--concurrency", type=_sizes, default=[1, 10], metavar="N,N,...",
                    help="with --e2e: concurrent clients (default 1,10)")
+    p.add_argument("--runs", type=_positive, default=3,
+                   help="with --e2e: whole runs of every set-up; the figures are their medians (default 3)")
     p.add_argument("--kubeconfig", default=None,
                    help="with --e2e: a running control plane without webhooks (default: bring one up in a "
                         "temporary directory and stop it at the end)")
@@ -123,7 +127,8 @@ def _bench_floor(args: argparse.Namespace) -> int:
               f"{args.connections} keep-alive connections; {args.rounds} interleaved rounds of {seconds:g} s "
               f"(medians); a ~9.5 KB Pod AdmissionReview", flush=True)
     results = saturation.run(saturation.targets(args.total, args.matching), workload.server_pod(),
-                             args.connections, seconds, args.rounds, warmup=min(1.0, seconds))
+                             args.connections, seconds, args.rounds, warmup=min(1.0, seconds),
+                             profile_dir=args.profile)
     _emit(args, "floor", results, report.saturation_table)
     if args.output == "table":
         print(_bottleneck_note(results))
@@ -131,9 +136,16 @@ def _bench_floor(args: argparse.Namespace) -> int:
 
 
 def _bottleneck_note(results: Sequence[Any]) -> str:
-    busiest = max(r.load_cpu for r in results)
-    return (f"load generator: at most {busiest:.2f} of its core busy (server cpu near 1.00 and load cpu well "
-            f"below 1.00: the server, not the load, set the rate)")
+    """Say what limited the rates: the servers' core (as intended), the load, or other processes."""
+    load = max(r.load_cpu for r in results)
+    server = min(r.server_cpu for r in results)
+    text = f"load generator: at most {load:.2f} of its core busy; servers: at least {server:.2f} of theirs."
+    if load >= 0.9:
+        return text + " The load may have limited the rate: fewer --connections, or a quieter machine."
+    if server < 0.9:
+        return text + (" The servers did not get their whole core (other processes ran on it): the rates are "
+                       "low; cpu ms/review and its ratio still hold. Re-run on a quieter machine.")
+    return text + " Each server's core was saturated and the load's was not: the servers set the rates."
 
 
 def _bench_e2e(args: argparse.Namespace) -> int:
@@ -148,9 +160,15 @@ def _bench_e2e(args: argparse.Namespace) -> int:
         print(f"kinitiras-py {__version__} bench --e2e: Python {platform.python_version()}; {args.pods} Pod CREATEs "
               f"per set-up and concurrency through kube-apiserver, closed-loop from keep-alive connections; "
               f"ours: kinitiras-py serve at info level with {args.total} policies", flush=True)
+    def runs(access: kube.Access) -> list[list[e2e.Row]]:
+        out = []
+        for n in range(args.runs):
+            log(f"run {n + 1} of {args.runs}")
+            out.append(asyncio.run(e2e.run(access, args.total, args.matching, args.pods, args.concurrency, log)))
+        return out
+
     if args.kubeconfig:
-        access = kube.Access.from_kubeconfig(args.kubeconfig)
-        rows = asyncio.run(e2e.run(access, args.total, args.matching, args.pods, args.concurrency, log))
+        every = runs(kube.Access.from_kubeconfig(args.kubeconfig))
     else:
         from kinitiras_py.api import crds
         from kinitiras_py.dev import controlplane
@@ -160,10 +178,12 @@ def _bench_e2e(args: argparse.Namespace) -> int:
             log(f"bringing up a control plane in {run_dir}")
             state = controlplane.up(run_dir, log=lambda _m: None, crds=crds.build_crds())
             try:
-                access = kube.Access.from_kubeconfig(state.kubeconfig)
-                rows = asyncio.run(e2e.run(access, args.total, args.matching, args.pods, args.concurrency, log))
+                every = runs(kube.Access.from_kubeconfig(state.kubeconfig))
             finally:
                 controlplane.down(run_dir)
+    rows = e2e.medians(every)
+    if args.output == "table":
+        print(f"medians of {args.runs} run{'s' if args.runs > 1 else ''}:")
     _emit(args, "e2e", rows, report.e2e_table)
     if args.output == "table":
         fastest = max(rows, key=lambda r: r.rate)
