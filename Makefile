@@ -4,7 +4,7 @@ STAMP := .make/installed
 IMG ?= kinitiras-py:0.1.0
 DEPLOY_DIR ?= config
 
-.PHONY: help install demo demo-down test unit lint crds clean image deploy undeploy
+.PHONY: help install demo demo-down test unit lint crds clean image deploy undeploy bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -28,6 +28,9 @@ test: install ## run every test, the local control plane included
 
 unit: install ## run only the tests that need no cluster (seconds)
 	$(PYTHON) -m pytest -q -m "not cluster"
+
+bench: install ## ratio benchmarks: engine, webhook beside the floor, Pod CREATEs through the API server (~10 min)
+	PYTHON=$(PYTHON) bash hack/bench-ratios.sh
 
 lint: install ## ruff and mypy
 	$(PYTHON) -m ruff check kinitiras_py tests
