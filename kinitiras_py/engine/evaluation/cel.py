@@ -34,7 +34,12 @@ cel-expr-python 0.1.3, and what this module does about it
     * Selecting a field of ``null`` is an error, even under ``has()`` or ``.?``: on CREATE
       ``oldObject.metadata``, ``has(oldObject.metadata)`` and ``oldObject.?metadata`` all fail,
       so test ``oldObject != null`` first.
-    * There is no cost limit; expressions are bounded only by :data:`MAX_SOURCE_BYTES`.
+    * Evaluation holds the GIL (measured: a counting thread stalls for the whole evaluation),
+      so running it in another thread does not free the event loop. What bounds it instead:
+      :func:`compile_program` refuses a program whose estimated cost (:mod:`.cost`) exceeds
+      :data:`cost.BUDGET`; cel-cpp stops after :data:`cost.MAX_ITERATIONS` loop iterations; our
+      functions refuse lists longer than :data:`cost.FUNCTION_ITEMS` and give up once an
+      evaluation has run :data:`TIME_LIMIT` seconds.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,11 +59,13 @@ from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_option
 
 from kinitiras_py.base.errors import CelCompileError, CelEvalError
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import celbridge, celcheck, celext
+from kinitiras_py.engine.evaluation import celbridge, celcheck, celext, cost
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject")
 MAX_SOURCE_BYTES = 64 * 1024
 CACHE_SIZE = 1024
+TIME_LIMIT = 1.0
+"""Seconds after which our functions make an evaluation fail (checked at each call)."""
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # absl status decorations around cel-cpp messages: "INVALID_ARGUMENT: ... [INVALID_ARGUMENT]".
@@ -86,10 +95,31 @@ _ANY = (cel.Type.NULL, cel.Type.BOOL, cel.Type.INT, cel.Type.UINT, cel.Type.DOUB
         cel.Type.BYTES, cel.Type.List(cel.Type.DYN), cel.Type.Map(cel.Type.DYN, cel.Type.DYN))
 
 
+_clock = threading.local()  # per thread: when the running evaluation must give up
+
+
+def _bounded(name: str, impl: Any) -> Any:
+    """``impl`` refusing long lists and evaluations past their time limit (see module doc)."""
+    limit = cost.FUNCTION_ITEMS
+    counted = name in ("range", "lists.range")
+
+    def call(*args: Any) -> Any:
+        if time.monotonic() > getattr(_clock, "deadline", float("inf")):
+            raise ValueError(f"the evaluation ran longer than its {TIME_LIMIT:g} s limit")
+        if counted and isinstance(args[0], int) and args[0] > limit:
+            raise ValueError(f"{name}: {args[0]} is more than the {limit} elements a list may have here")
+        result = impl(*args)
+        if isinstance(result, list) and len(result) > limit:
+            raise ValueError(f"{name}: the result has {len(result)} elements; the limit is {limit}")
+        return result
+
+    return call
+
+
 def _declaration(function: celext.Function) -> cel.FunctionDecl:
     overloads = []
     for o in function.overloads:
-        impl = celbridge.bridge(function.name, o.impl)
+        impl = celbridge.bridge(function.name, _bounded(function.name, o.impl))
         signatures = list(itertools.product(*(_ANY if p == "any" else (_TYPES[p],) for p in o.params)))
         for n, params in enumerate(signatures):
             overload_id = o.id if len(signatures) == 1 else f"{o.id}_{n}"
@@ -133,6 +163,8 @@ class Program:
 
     source: str
     _expression: Any = field(repr=False)
+    cost: int = 0
+    """The estimated cost bound on small request data (:mod:`.cost`)."""
 
     @property
     def result_type(self) -> str:
@@ -144,6 +176,7 @@ class Program:
 
         Returns a plain JSON value; raises :class:`CelEvalError` when evaluation fails.
         """
+        _clock.deadline = time.monotonic() + TIME_LIMIT
         try:
             if isinstance(variables, Bindings):
                 return _result(self._expression.eval(activation=variables.activation()))
@@ -151,6 +184,7 @@ class Program:
         except RuntimeError as e:  # some conversion failures raise instead of yielding an error value
             raise _eval_error(str(e)) from None
         finally:
+            _clock.deadline = float("inf")
             celbridge.release()
 
 
@@ -205,7 +239,11 @@ def compile_program(source: str) -> Program:
             f"the expression evaluates to {expression.return_type().name()}, which has no JSON form; "
             "unwrap it with .orValue(default)"
         )
-    return Program(source, expression)
+    bound = cost.estimate(expression.serialize())
+    if bound > cost.BUDGET:
+        raise CelCompileError(f"estimated cost {bound:,} exceeds the budget of {cost.BUDGET:,} (about a second): "
+                              "iterate less, or over shorter lists")
+    return Program(source, expression, bound)
 
 
 def check_syntax(source: str) -> str | None:

@@ -30,7 +30,7 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf: bytes) -> list[tuple[int, Any]]:
+def fields(buf: bytes) -> list[tuple[int, Any]]:
     """(field number, int or bytes) pairs of one protobuf message."""
     out: list[tuple[int, Any]] = []
     i = 0
@@ -58,16 +58,16 @@ _CHILDREN = {5: (1,), 6: (1, 3), 7: (1,), 8: (3, 4), 9: (2, 4, 5, 6, 7)}
 
 def optional_misuse(serialized: bytes, library: frozenset[str]) -> str | None:
     """What in a program would hand an optional to cel-expr-python's conversion, or None."""
-    checked = _fields(dict(_fields(serialized))[2])  # Any.value is the CheckedExpr
-    types = {entry[1]: entry.get(2, b"") for entry in (dict(_fields(v)) for n, v in checked if n == 3)}
+    checked = fields(dict(fields(serialized))[2])  # Any.value is the CheckedExpr
+    types = {entry[1]: entry.get(2, b"") for entry in (dict(fields(v)) for n, v in checked if n == 3)}
 
     def optional(expr: bytes) -> bool:
-        return _OPTIONAL in types.get(dict(_fields(expr)).get(2, 0), b"")
+        return _OPTIONAL in types.get(dict(fields(expr)).get(2, 0), b"")
 
     pending = [v for n, v in checked if n == 4]
     while pending:
-        for kind, body in _fields(pending.pop()):
-            parts = _fields(body) if kind in _CHILDREN else []
+        for kind, body in fields(pending.pop()):
+            parts = fields(body) if kind in _CHILDREN else []
             exposed: list[bytes] = []  # sub-expressions whose values would be converted or hidden
             name = ""
             if kind == 6:
@@ -78,7 +78,7 @@ def optional_misuse(serialized: bytes, library: frozenset[str]) -> str | None:
                 skip = {i for n, v in parts if n == 2 for i in _packed(v)}
                 exposed = [v for i, v in enumerate(v for n, v in parts if n == 1) if i not in skip]
             elif kind == 8:  # likewise the value of a `{?k: v}` entry (field 5)
-                entries = [dict(_fields(v)) for n, v in parts if n == 2]
+                entries = [dict(fields(v)) for n, v in parts if n == 2]
                 parts = [(n, v) for entry in entries for n, v in entry.items()]
                 exposed = [e[3] for e in entries if 3 in e] + [e[4] for e in entries if 4 in e and not e.get(5)]
             if any(map(optional, exposed)):
