@@ -43,17 +43,18 @@ CONTAINER_FIELDS = ("containers", "initContainers")
 """Pod spec lists whose items are containers an overrider may change (not ephemeralContainers)."""
 
 
-def _group(obj: Obj) -> str:
-    api_version = str(obj.get("apiVersion") or "")
-    return api_version.split("/", 1)[0] if "/" in api_version else ""
+def kind_pod_spec_path(api_version: object, kind: object) -> tuple[str, ...] | None:
+    """The keys leading to the pod spec of objects of this apiVersion and kind, or None."""
+    api_version = str(api_version or "")
+    group = api_version.split("/", 1)[0] if "/" in api_version else ""
+    if not isinstance(kind, str) or group not in KIND_GROUPS.get(kind, ()):
+        return None
+    return POD_TEMPLATE_PATHS[kind]
 
 
 def pod_spec_path(obj: Obj) -> tuple[str, ...] | None:
     """The keys leading to ``obj``'s pod spec, or None when its kind carries no pod spec."""
-    kind = obj.get("kind")
-    if not isinstance(kind, str) or _group(obj) not in KIND_GROUPS.get(kind, ()):
-        return None
-    return POD_TEMPLATE_PATHS[kind]
+    return kind_pod_spec_path(obj.get("apiVersion"), obj.get("kind"))
 
 
 def is_pod_bearing(obj: Obj) -> bool:

@@ -1,100 +1,27 @@
 """The kinitiras functions CEL rules call, as plain Python (registered by ``celext``).
 
-Rendered templates are thin CEL glue over these, so the tricky parts (creating missing parent
-maps, de-duplicating tolerations and affinity terms, comparing loosely typed values) live in
-one tested place. All functions are pure and never mutate their arguments.
+Rendered templates walk the object and write their patch operations in CEL; these functions
+take and return small values only (a kind, a field's value, two values to compare), so that no
+call converts the whole object. They hold what is awkward in CEL: the table of pod-bearing
+kinds, de-duplicating tolerations and affinity terms, comparing loosely typed values. All
+functions are pure and never mutate their arguments.
 """
 
 from __future__ import annotations
 
 import copy
 from decimal import Decimal, InvalidOperation
-from typing import Any
 
-from kinitiras_py.base.typedefs import JSON, Obj, Patch
+from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine import patching, workloads
 
 # -- workload -------------------------------------------------------------------------------------
 
 
-def pod_spec_path(obj: Obj) -> str:
-    """JSON pointer of the pod spec of a pod-bearing object, or "" for other kinds."""
-    return workloads.pod_spec_pointer(obj) or ""
-
-
-def pod_spec(obj: Obj) -> Obj:
-    """The pod spec of a pod-bearing object, or {} for other kinds."""
-    return workloads.pod_spec(obj) or {}
-
-
-def containers(obj: Obj) -> list[Obj]:
-    """Every container and init container: ``{path, name, init, container}`` maps."""
-    base = workloads.pod_spec_pointer(obj)
-    if base is None:
-        return []
-    return [
-        {"path": f"{base}/{field}/{index}", "name": str(c.get("name", "")),
-         "init": field == "initContainers", "container": c}
-        for field, index, c in workloads.containers(obj)
-    ]
-
-
-# -- patch ----------------------------------------------------------------------------------------
-
-
-def merge(base: JSON, base_path: str, changes: Obj) -> Patch:
-    """Ops that deep-merge ``changes`` into the map ``base`` found at ``base_path``.
-
-    A null leaf in ``changes`` means "leave alone", so one literal can carry optional values.
-    Missing parents are created whole (one op per missing subtree, never an empty map that a
-    later op would overwrite). Leaves already equal produce no op.
-    """
-    ops: Patch = []
-    _merge_into(base if isinstance(base, dict) else None, base_path, changes, ops)
-    return ops
-
-
-def _prune_nulls(value: JSON) -> JSON:
-    # Maps left empty once their null leaves are gone carry nothing to write.
-    if isinstance(value, dict):
-        pruned = {k: _prune_nulls(v) for k, v in value.items() if v is not None}
-        return {k: v for k, v in pruned.items() if not (isinstance(v, dict) and not v and value[k])}
-    return value
-
-
-def _merge_into(current: Obj | None, path: str, changes: Obj, ops: Patch) -> None:
-    for key, value in changes.items():
-        if value is None:
-            continue
-        child_path = f"{path}/{patching.escape_pointer_token(str(key))}"
-        have = current.get(key) if current is not None else None
-        if isinstance(value, dict) and isinstance(have, dict):
-            _merge_into(have, child_path, value, ops)
-        elif current is None or key not in current or have != value or type(have) is not type(value):
-            pruned = _prune_nulls(value)
-            if isinstance(pruned, dict) and not pruned:
-                continue
-            ops.append({"op": "add", "path": child_path, "value": copy.deepcopy(pruned)})
-
-
-def remove(base: JSON, base_path: str, keys: list[str]) -> Patch:
-    """A remove op for the nested path ``keys`` under ``base`` when it exists, else nothing."""
-    node: Any = base
-    for key in keys:
-        if not isinstance(node, dict) or key not in node:
-            return []
-        node = node[key]
-    return [{"op": "remove", "path": base_path + "".join("/" + patching.escape_pointer_token(k) for k in keys)}]
-
-
-def replace(base: JSON, base_path: str, key: str, value: JSON) -> Patch:
-    """Set ``key`` of the map at ``base_path`` to ``value`` (remove it when ``value`` is null)."""
-    current = base if isinstance(base, dict) else {}
-    if value is None:
-        return remove(current, base_path, [key])
-    if key in current and current[key] == value:
-        return []
-    return [{"op": "add", "path": f"{base_path}/{patching.escape_pointer_token(key)}", "value": copy.deepcopy(value)}]
+def pod_spec_path(api_version: str, kind: str) -> str:
+    """JSON pointer of the pod spec of objects of this apiVersion and kind, or "" for other kinds."""
+    keys = workloads.kind_pod_spec_path(api_version, kind)
+    return "" if keys is None else patching.pointer(*keys)
 
 
 # -- tolerations ----------------------------------------------------------------------------------

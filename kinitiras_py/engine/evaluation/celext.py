@@ -32,8 +32,10 @@ Not provided
       multiplication and division by a constant.
 
 Kinitiras helpers
-    The functions of :mod:`.builtins` that rendered templates call: ``workload.*``, ``patch.*``,
+    The functions of :mod:`.builtins` that rendered templates call: ``workload.podSpecPath``,
     ``tolerations.*``, ``affinity.*`` and ``cond.*`` (``cond.isIn``, as ``in`` is a CEL keyword).
+    They take and return small values: every call converts its arguments, so the templates walk
+    the object in CEL and never pass it (or a container) to one of them.
 
 Regular expressions in ``find``/``findAll`` are Python's ``re`` (Kubernetes uses Go's RE2, as the
 built-in ``matches`` does here): the common syntax agrees, but ``re`` also accepts
@@ -321,12 +323,7 @@ def _helper(name: str, impl: Callable[..., JSON], params: tuple[Kind, ...], resu
 
 
 _HELPERS = (
-    _helper("workload.containers", builtins.containers, ("any",), "list"),
-    _helper("workload.podSpecPath", builtins.pod_spec_path, ("any",), "string"),
-    _helper("workload.podSpec", builtins.pod_spec, ("any",)),
-    _helper("patch.merge", builtins.merge, ("any", "string", "any"), "list"),
-    _helper("patch.remove", builtins.remove, ("any", "string", "any"), "list"),
-    _helper("patch.replace", builtins.replace, ("any", "string", "string", "any"), "list"),
+    _helper("workload.podSpecPath", builtins.pod_spec_path, ("string", "string"), "string"),
     _helper("tolerations.add", builtins.tolerations_add, ("any", "any"), "list"),
     _helper("tolerations.replace", builtins.tolerations_replace, ("any", "any"), "list"),
     _helper("tolerations.remove", builtins.tolerations_remove, ("any", "any"), "list"),

@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import fieldpath
+from kinitiras_py.engine import fieldpath, workloads
 
 TEMPLATE_DIR = Path(__file__).with_name("templates")
 
@@ -75,6 +75,12 @@ def ref_expr(ref: Obj, param: str) -> str:
     return expr
 
 
+def pod_spec_shapes() -> list[tuple[str, tuple[str, ...]]]:
+    """(JSON pointer, keys) of every place a pod spec can be, in the kind table's order."""
+    shapes = dict.fromkeys(workloads.POD_TEMPLATE_PATHS.values())
+    return [(fieldpath.to_pointer(keys), keys) for keys in shapes]
+
+
 def make_environment() -> jinja2.Environment:
     """A sandboxed environment: strict undefined, no HTML escaping, CEL filters."""
     from jinja2.sandbox import SandboxedEnvironment
@@ -85,5 +91,7 @@ def make_environment() -> jinja2.Environment:
     )
     env.filters["cel"] = cel_literal
     env.filters["cel_str"] = lambda v: cel_string(str(v))
+    env.filters["ptr"] = lambda v: fieldpath.to_pointer((str(v),))[1:]  # one escaped JSON pointer token
+    env.globals["pod_spec_shapes"] = pod_spec_shapes
     env.globals["ref_expr"] = ref_expr
     return env

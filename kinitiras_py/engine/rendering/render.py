@@ -8,7 +8,6 @@ e.g. ``spec.overrideRules[0].overriders.template``).
 from __future__ import annotations
 
 import functools
-import re
 from decimal import Decimal, InvalidOperation
 
 import jinja2
@@ -24,6 +23,10 @@ OPERATIONS = ("add", "replace", "remove")
 CONDITIONS = ("Equal", "NotEqual", "Exist", "NotExist", "In", "NotIn", "Gt", "Gte", "Lt", "Lte", "Regex")
 _FACTORS = {"cpuFactor": ("cpu", "0.001"), "memoryFactor": ("memory", "1"), "diskFactor": ("ephemeral-storage", "1")}
 _ORDERING = {"Gt": "> 0", "Gte": ">= 0", "Lt": "< 0", "Lte": "<= 0"}
+MAX_PATH_TOKENS = 24
+"""Most parts a reference path may have (CEL's parser would refuse the rendered expression)."""
+MAX_INDEX = 2**31 - 1
+"""Largest list index in a reference path (CEL integers are int64; no list comes near this)."""
 
 
 @functools.cache
@@ -132,9 +135,15 @@ def check_ref(ref: Obj, path: str) -> None:
         raise PolicyError(f"{path}.http.url", "the URL is required")
     if ref.get("path"):
         try:
-            fieldpath.parse_path(str(ref["path"]))
+            tokens = fieldpath.parse_path(str(ref["path"]))
         except ValueError as e:
             raise PolicyError(f"{path}.path", str(e)) from None
+        # Each token is one step of the rendered CEL, whose parser stops at 32 levels of nesting.
+        if len(tokens) > MAX_PATH_TOKENS:
+            raise PolicyError(f"{path}.path",
+                              f"the path has {len(tokens)} parts; at most {MAX_PATH_TOKENS} are supported")
+        if any(isinstance(t, int) and t > MAX_INDEX for t in tokens):
+            raise PolicyError(f"{path}.path", f"a list index must be at most {MAX_INDEX}")
 
 
 def _quantities(block: object, path: str) -> dict[str, str]:
@@ -183,16 +192,12 @@ def _render_oversell(template: Obj, operation: str, names: list[str], path: str)
     return _render("oversell.cel.j2", operation=operation, names=names, factors=factors)
 
 
-_HELPERS = {"tolerations": ("tolerations", "[]"), "affinity": ("affinity", "{}")}
-
-
 def _render_podspec(template: Obj, kind: str, operation: str, path: str) -> str:
     payload = template.get(kind)
     if not payload:
         raise PolicyError(f"{path}.{kind}", f"type {kind} needs {kind}")
-    namespace, empty = _HELPERS[kind]
-    return _render("podspec.cel.j2", kind=kind, operation=operation, field=kind,
-                   helper=f"{namespace}.{operation}", empty=empty, payload=payload)
+    return _render("podspec.cel.j2", kind=kind, operation=operation, field=kind, helper=f"{kind}.{operation}",
+                   payload=payload)
 
 
 def render_condition(template: Obj, path: str) -> str:
@@ -263,10 +268,11 @@ def check_operand(value: object, path: str) -> None:
 
 
 def check_regex(pattern: object, path: str) -> None:
-    """A Regex condition's pattern must be a non-empty string that compiles."""
+    """A Regex condition's pattern must be a non-empty string that RE2 (what ``matches`` runs) accepts."""
+    from kinitiras_py.engine.regexes import regex_problem
+
     if not isinstance(pattern, str) or not pattern:
         raise PolicyError(path, "Regex needs the pattern in value.string")
-    try:
-        re.compile(pattern)
-    except re.error as e:
-        raise PolicyError(path, f"invalid regular expression {pattern!r}: {e}") from None
+    problem = regex_problem(pattern)
+    if problem is not None:
+        raise PolicyError(path, f"{pattern!r}: {problem} (the RE2 syntax CEL's matches uses)")

@@ -1,54 +1,25 @@
-"""The Python helpers rendered CEL calls: patches, tolerations, affinity, loose comparison."""
+"""The Python helpers rendered CEL calls: the pod spec path, tolerations, affinity, loose comparison."""
 
 from __future__ import annotations
 
 import pytest
 
-from kinitiras_py.engine import patching
 from kinitiras_py.engine.evaluation import builtins as b
 
 
-def test_merge_creates_missing_parents_once_with_all_leaves() -> None:
-    ops = b.merge({"name": "app"}, "/spec/containers/0",
-                  {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}})
-    assert ops == [{"op": "add", "path": "/spec/containers/0/resources",
-                    "value": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]
-
-
-def test_merge_skips_equal_leaves_and_nulls() -> None:
-    base = {"resources": {"requests": {"cpu": "500m"}}}
-    ops = b.merge(base, "/c", {"resources": {"requests": {"cpu": "500m", "memory": None, "x": "1"}}})
-    assert ops == [{"op": "add", "path": "/c/resources/requests/x", "value": "1"}]
-
-
-def test_merge_all_null_leaves_produce_nothing() -> None:
-    assert b.merge({}, "/c", {"resources": {"requests": {"cpu": None}}}) == []
-
-
-def test_merge_escapes_keys_and_distinguishes_types() -> None:
-    ops = b.merge({"labels": {"a/b": "1"}}, "/metadata", {"labels": {"a/b": 1, "x~y": "v"}})
-    assert ops == [{"op": "add", "path": "/metadata/labels/a~1b", "value": 1},
-                   {"op": "add", "path": "/metadata/labels/x~0y", "value": "v"}]
-
-
-def test_merged_patch_applies() -> None:
-    doc = {"metadata": {"name": "p"}}
-    ops = b.merge(doc["metadata"], "/metadata", {"labels": {"app.kubernetes.io/name": "web"}})
-    assert patching.apply_patch(doc, ops) == {"metadata": {"name": "p", "labels": {"app.kubernetes.io/name": "web"}}}
-
-
-def test_remove_only_when_present() -> None:
-    base = {"labels": {"k": "v"}}
-    assert b.remove(base, "/metadata", ["labels", "k"]) == [{"op": "remove", "path": "/metadata/labels/k"}]
-    assert b.remove(base, "/metadata", ["labels", "zz"]) == []
-    assert b.remove({}, "/metadata", ["labels", "k"]) == []
-
-
-def test_replace_sets_removes_and_skips_equal() -> None:
-    assert b.replace({"t": [1]}, "/spec", "t", [1]) == []
-    assert b.replace({"t": [1]}, "/spec", "t", [2]) == [{"op": "add", "path": "/spec/t", "value": [2]}]
-    assert b.replace({"t": [1]}, "/spec", "t", None) == [{"op": "remove", "path": "/spec/t"}]
-    assert b.replace({}, "/spec", "t", None) == []
+@pytest.mark.parametrize(("api_version", "kind", "pointer"), [
+    ("v1", "Pod", "/spec"),
+    ("apps/v1", "Deployment", "/spec/template/spec"),
+    ("extensions/v1beta1", "DaemonSet", "/spec/template/spec"),
+    ("v1", "PodTemplate", "/template/spec"),
+    ("batch/v1", "CronJob", "/spec/jobTemplate/spec/template/spec"),
+    ("example.com/v1", "Deployment", ""),  # a CRD named like a built-in kind
+    ("apps/v1", "Pod", ""),
+    ("v1", "ConfigMap", ""),
+    ("", "", ""),
+])
+def test_pod_spec_path_from_api_version_and_kind(api_version: str, kind: str, pointer: str) -> None:
+    assert b.pod_spec_path(api_version, kind) == pointer
 
 
 T1 = {"key": "k1", "operator": "Exists", "effect": "NoSchedule"}

@@ -90,7 +90,7 @@ def test_render_prints_rendered_cel_for_each_templated_rule(capsys: pytest.Captu
     rules = policy["spec"]["overrideRules"]
     assert len(rules) == 6
     for rule in rules:
-        assert "patch." in rule["overriders"]["renderedCel"]
+        assert '"op": ' in rule["overriders"]["renderedCel"]
     assert "renderedCel: |" in out  # multi-line CEL printed as a readable block
 
 
