@@ -102,12 +102,14 @@ cel.bind(spec, cel.bind(s, (
       .optFlatMap(v, type(v) == map ? v[?"spec"] : optional.none()) :
     optional.none()).orValue({}), type(s) == map ? s : dyn({})),
 cel.bind(containers,
-  cel.bind(items, spec[?"containers"].orValue([]), type(items) != list ? [] : range(size(items))
-    .filter(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"])
-    .map(i, {"container": dyn(items[i]), "path": at + "/containers/" + string(i)}))
-  + cel.bind(items, spec[?"initContainers"].orValue([]), type(items) != list ? [] : range(size(items))
-    .filter(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"])
-    .map(i, {"container": dyn(items[i]), "path": at + "/initContainers/" + string(i)})),
+  cel.bind(items, spec[?"containers"].orValue([]),
+    type(items) != list || size(items) == 0 ? [] : range(size(items))
+      .filter(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"])
+      .map(i, {"container": dyn(items[i]), "path": at + "/containers/" + string(i)}))
+  + cel.bind(items, spec[?"initContainers"].orValue([]),
+    type(items) != list || size(items) == 0 ? [] : range(size(items))
+      .filter(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"])
+      .map(i, {"container": dyn(items[i]), "path": at + "/initContainers/" + string(i)})),
 cel.bind(entries, containers.map(c, cel.bind(resources, c.container[?"resources"].orValue({}),
   cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
   cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
@@ -151,12 +153,14 @@ cel.bind(spec, cel.bind(s, (
       .optFlatMap(v, type(v) == map ? v[?"spec"] : optional.none()) :
     optional.none()).orValue({}), type(s) == map ? s : dyn({})),
 cel.bind(containers,
-  cel.bind(items, spec[?"containers"].orValue([]), type(items) != list ? [] : range(size(items))
-    .filter(i, type(items[i]) == map)
-    .map(i, {"container": dyn(items[i]), "path": at + "/containers/" + string(i)}))
-  + cel.bind(items, spec[?"initContainers"].orValue([]), type(items) != list ? [] : range(size(items))
-    .filter(i, type(items[i]) == map)
-    .map(i, {"container": dyn(items[i]), "path": at + "/initContainers/" + string(i)})),
+  cel.bind(items, spec[?"containers"].orValue([]),
+    type(items) != list || size(items) == 0 ? [] : range(size(items))
+      .filter(i, type(items[i]) == map)
+      .map(i, {"container": dyn(items[i]), "path": at + "/containers/" + string(i)}))
+  + cel.bind(items, spec[?"initContainers"].orValue([]),
+    type(items) != list || size(items) == 0 ? [] : range(size(items))
+      .filter(i, type(items[i]) == map)
+      .map(i, {"container": dyn(items[i]), "path": at + "/initContainers/" + string(i)})),
 cel.bind(entries, containers.map(c, cel.bind(resources, c.container[?"resources"].orValue({}),
   cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
   cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
@@ -191,12 +195,14 @@ cel.bind(spec, cel.bind(s, (
       .optFlatMap(v, type(v) == map ? v[?"spec"] : optional.none()) :
     optional.none()).orValue({}), type(s) == map ? s : dyn({})),
 cel.bind(containers,
-  cel.bind(items, spec[?"containers"].orValue([]), type(items) != list ? [] : range(size(items))
-    .filter(i, type(items[i]) == map)
-    .map(i, {"container": dyn(items[i]), "path": at + "/containers/" + string(i)}))
-  + cel.bind(items, spec[?"initContainers"].orValue([]), type(items) != list ? [] : range(size(items))
-    .filter(i, type(items[i]) == map)
-    .map(i, {"container": dyn(items[i]), "path": at + "/initContainers/" + string(i)})),
+  cel.bind(items, spec[?"containers"].orValue([]),
+    type(items) != list || size(items) == 0 ? [] : range(size(items))
+      .filter(i, type(items[i]) == map)
+      .map(i, {"container": dyn(items[i]), "path": at + "/containers/" + string(i)}))
+  + cel.bind(items, spec[?"initContainers"].orValue([]),
+    type(items) != list || size(items) == 0 ? [] : range(size(items))
+      .filter(i, type(items[i]) == map)
+      .map(i, {"container": dyn(items[i]), "path": at + "/initContainers/" + string(i)})),
 cel.bind(entries, containers.map(c, cel.bind(resources, c.container[?"resources"].orValue(dyn(null)),
   cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
   cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue(dyn(null)) : dyn(null), {
