@@ -41,11 +41,18 @@ def all_match_table(stats: Sequence[Stats]) -> str:
     return _table(("policies", "requests", "median ms", "p90 ms", "ms/policy", "ops/s"), rows)
 
 
-def webhook_table(stats: Sequence[RateStats]) -> str:
-    """One row per offered rate: achieved rate, errors and latency percentiles."""
+def webhook_table(stats: Sequence[RateStats], floor: Sequence[RateStats]) -> str:
+    """One row per offered rate: achieved rate, errors and latency percentiles, then the floor's
+    at the same rate and our median and p99 as ratios to its."""
     rows = [(f"{s.offered:.0f}", f"{s.achieved:.0f}", str(s.sent), str(s.errors), _ms(s.median), _ms(s.p90),
-             _ms(s.p99), _ms(s.max)) for s in stats]
-    return _table(("offered/s", "achieved/s", "sent", "errors", "median ms", "p90 ms", "p99 ms", "max ms"), rows)
+             _ms(s.p99), _ms(s.max), _ms(f.median), _ms(f.p99), _ratio(s.median, f.median), _ratio(s.p99, f.p99))
+            for s, f in zip(stats, floor, strict=True)]
+    return _table(("offered/s", "achieved/s", "sent", "errors", "median ms", "p90 ms", "p99 ms", "max ms",
+                   "floor median ms", "floor p99 ms", "median x floor", "p99 x floor"), rows)
+
+
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}" if base else "-"
 
 
 def saturation_table(results: Sequence[Saturation]) -> str:

@@ -88,9 +88,10 @@ async def _offer(url: str, body: bytes, context: ssl.SSLContext, rate: float, se
                      p99=percentile(ordered, 0.99), max=ordered[-1])
 
 
-def run(policies: Sequence[Obj], pod: Obj, rates: Sequence[float], seconds: float,
+def run(policies: Sequence[Obj] | None, pod: Obj, rates: Sequence[float], seconds: float,
         warmup: float = 1.0) -> list[RateStats]:
-    """Serve ``policies`` in a child process and offer each rate for ``seconds`` (after a warm-up)."""
+    """Serve ``policies`` (the floor when None) in a child process and offer each rate for
+    ``seconds`` (after a warm-up)."""
     with child.serving(policies) as served:
         url = f"{served.url}/mutate"
         body = review(pod)

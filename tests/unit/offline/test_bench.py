@@ -76,9 +76,11 @@ def test_webhook_bench_answers_every_request_over_tls(capsys: pytest.CaptureFixt
     cores = os.sched_getaffinity(0)
     assert main(["bench", "--webhook", "--policies", "5", "--rates", "40", "--seconds", "0.5", "-o", "json"]) == 0
     assert os.sched_getaffinity(0) == cores  # the load ran on one core, and gave the others back
-    [row] = json.loads(capsys.readouterr().out)["webhook"]
-    assert (row["offered"], row["sent"], row["errors"]) == (40, 20, 0)
-    assert 0 < row["median"] <= row["p99"] <= row["max"] < 5
+    data = json.loads(capsys.readouterr().out)
+    for name in ("webhook", "floor"):
+        [row] = data[name]
+        assert (row["offered"], row["sent"], row["errors"]) == (40, 20, 0)
+        assert 0 < row["median"] <= row["p99"] <= row["max"] < 5
 
 
 def test_webhook_bench_refuses_a_setup_that_patches_nothing() -> None:
