@@ -105,7 +105,7 @@ async def run(access: Access, total: int, matching: Sequence[int], pods: int, co
             for k in matching:
                 name = f"ours {k}/{total}"
                 log(f"set-up: {name}")
-                await ours.become(setups.policies(total, k))
+                await ours.become(workload.some_matching(total, k))
                 expected = {f"bench.example.com/policy-{i:04d}" for i in range(k)}
                 await _settle(access, pod, expected, name)
                 await timed(name, expected)

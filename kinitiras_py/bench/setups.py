@@ -22,7 +22,7 @@ from pathlib import Path
 import aiohttp
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.bench import child, workload
+from kinitiras_py.bench import child
 from kinitiras_py.bench.kube import Kube
 
 NAMESPACE_LABEL = {"kinitiras-bench": "e2e"}
@@ -145,7 +145,3 @@ async def _wait_ready(url: str, ca_pem: bytes, pid: int, log_file: Path, timeout
             await asyncio.sleep(0.25)
     raise RuntimeError(f"kinitiras-py serve was not ready within {timeout:.0f} s:\n{processes.tail(log_file)}")
 
-
-def policies(total: int, matching: int) -> list[Obj]:
-    """The benchmark's policy set: ``matching`` of ``total`` select the benchmark Pod."""
-    return workload.some_matching(total, matching)
