@@ -37,9 +37,11 @@ cel-expr-python 0.1.3, and what this module does about it
     * Evaluation holds the GIL (measured: a counting thread stalls for the whole evaluation),
       so running it in another thread does not free the event loop. What bounds it instead:
       :func:`compile_program` refuses a program whose estimated cost (:mod:`.cost`) exceeds
-      :data:`cost.BUDGET`; cel-cpp stops after :data:`cost.MAX_ITERATIONS` loop iterations; our
+      :data:`cost.BUDGET` even for small requests, and a program admitted for smaller requests
+      only refuses larger ones (:attr:`Program.bound`); cel-cpp stops after
+      :data:`cost.MAX_ITERATIONS` loop iterations; our
       functions refuse lists longer than :data:`cost.FUNCTION_ITEMS` and give up once an
-      evaluation has run :data:`TIME_LIMIT` seconds.
+      evaluation has run :data:`bounds.TIME_LIMIT` seconds (:mod:`.bounds`).
 """
 
 from __future__ import annotations
@@ -47,8 +49,6 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,13 +59,11 @@ from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_option
 
 from kinitiras_py.base.errors import CelCompileError, CelEvalError
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import celbridge, celcheck, celext, cost
+from kinitiras_py.engine.evaluation import bounds, celbridge, celcheck, celext, cost
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject")
 MAX_SOURCE_BYTES = 64 * 1024
 CACHE_SIZE = 1024
-TIME_LIMIT = 1.0
-"""Seconds after which our functions make an evaluation fail (checked at each call)."""
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # absl status decorations around cel-cpp messages: "INVALID_ARGUMENT: ... [INVALID_ARGUMENT]".
@@ -95,31 +93,10 @@ _ANY = (cel.Type.NULL, cel.Type.BOOL, cel.Type.INT, cel.Type.UINT, cel.Type.DOUB
         cel.Type.BYTES, cel.Type.List(cel.Type.DYN), cel.Type.Map(cel.Type.DYN, cel.Type.DYN))
 
 
-_clock = threading.local()  # per thread: when the running evaluation must give up
-
-
-def _bounded(name: str, impl: Any) -> Any:
-    """``impl`` refusing long lists and evaluations past their time limit (see module doc)."""
-    limit = cost.FUNCTION_ITEMS
-    counted = name in ("range", "lists.range")
-
-    def call(*args: Any) -> Any:
-        if time.monotonic() > getattr(_clock, "deadline", float("inf")):
-            raise ValueError(f"the evaluation ran longer than its {TIME_LIMIT:g} s limit")
-        if counted and isinstance(args[0], int) and args[0] > limit:
-            raise ValueError(f"{name}: {args[0]} is more than the {limit} elements a list may have here")
-        result = impl(*args)
-        if isinstance(result, list) and len(result) > limit:
-            raise ValueError(f"{name}: the result has {len(result)} elements; the limit is {limit}")
-        return result
-
-    return call
-
-
 def _declaration(function: celext.Function) -> cel.FunctionDecl:
     overloads = []
     for o in function.overloads:
-        impl = celbridge.bridge(function.name, _bounded(function.name, o.impl))
+        impl = celbridge.bridge(function.name, bounds.bounded(function.name, o.impl))
         signatures = list(itertools.product(*(_ANY if p == "any" else (_TYPES[p],) for p in o.params)))
         for n, params in enumerate(signatures):
             overload_id = o.id if len(signatures) == 1 else f"{o.id}_{n}"
@@ -163,8 +140,8 @@ class Program:
 
     source: str
     _expression: Any = field(repr=False)
-    cost: int = 0
-    """The estimated cost bound on small request data (:mod:`.cost`)."""
+    bound: cost.Estimate
+    """The estimated cost, and the request data it holds for (checked before evaluating)."""
 
     @property
     def result_type(self) -> str:
@@ -176,7 +153,10 @@ class Program:
 
         Returns a plain JSON value; raises :class:`CelEvalError` when evaluation fails.
         """
-        _clock.deadline = time.monotonic() + TIME_LIMIT
+        if self.bound.items is not None:
+            measures = variables.measures() if isinstance(variables, Bindings) else bounds.measures(variables)
+            bounds.check_size(self.bound, measures)
+        bounds.start()
         try:
             if isinstance(variables, Bindings):
                 return _result(self._expression.eval(activation=variables.activation()))
@@ -184,7 +164,7 @@ class Program:
         except RuntimeError as e:  # some conversion failures raise instead of yielding an error value
             raise _eval_error(str(e)) from None
         finally:
-            _clock.deadline = float("inf")
+            bounds.stop()
             celbridge.release()
 
 
@@ -195,11 +175,18 @@ class Bindings:
     same bindings pay it once. The values must not change while the bindings are in use.
     """
 
-    __slots__ = ("_activation", "_variables")
+    __slots__ = ("_activation", "_measures", "_variables")
 
     def __init__(self, variables: Mapping[str, JSON]) -> None:
         self._variables = variables
         self._activation: Any = None
+        self._measures: tuple[int, int] | None = None
+
+    def measures(self) -> tuple[int, int]:
+        """:func:`bounds.measures` of the variables, computed once."""
+        if self._measures is None:
+            self._measures = bounds.measures(self._variables)
+        return self._measures
 
     def activation(self) -> Any:
         """The cel-expr-python activation, made on first use: a value that cannot be converted
@@ -240,9 +227,11 @@ def compile_program(source: str) -> Program:
             "unwrap it with .orValue(default)"
         )
     bound = cost.estimate(expression.serialize())
-    if bound > cost.BUDGET:
-        raise CelCompileError(f"estimated cost {bound:,} exceeds the budget of {cost.BUDGET:,} (about a second): "
-                              "iterate less, or over shorter lists")
+    if bound.cost > cost.BUDGET:
+        raise CelCompileError(
+            f"estimated cost {bound.cost:,} exceeds the budget of {cost.BUDGET:,} (about a second), even for "
+            f"requests of {bound.bytes:,} bytes with lists of {bound.items} entries: iterate less, or over "
+            "shorter lists")
     return Program(source, expression, bound)
 
 

@@ -6,10 +6,15 @@ traverses; its ``PerCallLimit`` of 1,000,000 is "roughly 0.1 second" per express
 ``RuntimeCELCostBudget`` of 10,000,000 about a second per policy evaluation.
 
 Sizes
-    The estimate is taken for small request data: every value from the request (``object``,
-    ``params``...) counts as one byte and one entry, so it bounds what a program costs by
-    itself. Lists made by our functions hold at most :data:`FUNCTION_ITEMS` (enforced when they
-    run; a literal ``range(n)`` counts ``n``); constants have their own sizes.
+    Values from the request (``object``, ``params``...) are taken at the sizes of one of
+    :data:`TIERS`: first the largest request the API server accepts (3 MiB, lists as long as
+    a loop can run); a program over budget there is estimated for smaller requests, and is
+    admitted with the first tier it fits, which the request is then checked against before
+    every evaluation (:class:`Estimate`). A program over budget at every tier is refused.
+    Lists made by our functions hold at most :data:`FUNCTION_ITEMS` (enforced when they run; a
+    literal ``range(n)`` counts ``n``); constants have their own sizes. ``size(x)`` of request
+    data is taken as its entries, though a string may be longer: the error is bounded by
+    ``range``'s limit.
 
 Iteration
     cel-cpp stops an evaluation after :data:`MAX_ITERATIONS` comprehension iterations in all,
@@ -37,6 +42,14 @@ FUNCTION_ITEMS = 1_000
 """The longest list ``range``, ``enumerate``, ``flatten`` and ``findAll`` may return."""
 BUDGET = 10_000_000
 """Refuse a program whose estimate exceeds this: Kubernetes' RuntimeCELCostBudget (~1 s)."""
+MAX_REQUEST_BYTES = 3 * 1024 * 1024
+"""Kubernetes' MaxRequestSizeBytes: no object the API server accepts is larger."""
+TIERS = ((MAX_ITERATIONS, MAX_REQUEST_BYTES), (1_000, MAX_REQUEST_BYTES), (512, MAX_REQUEST_BYTES),
+         (256, 1024 * 1024), (64, 256 * 1024))
+"""Request data a program's estimate is taken for, largest first: (entries of the longest list
+or map, bytes of each variable). MAX_ITERATIONS entries is as good as any number: no loop runs
+longer."""
+SCAN = 0.01  # per byte of size() or a conversion (measured ~1 ns per byte)
 TRAVERSAL = 0.1  # per character a string operation reads (Kubernetes' StringTraversalCostFactor)
 CONVERSION = 0.25  # per byte converted between CEL and Python (measured ~22 ns per byte)
 COPY = 0.5  # per list element copied (measured ~32 ns in a map accumulator)
@@ -55,6 +68,7 @@ class _Val:
     literal: bool = False  # an int whose value is at most ``items`` (a literal, a size())
     element: _Val | None = None  # of a list built in the expression
     fields: tuple[tuple[str, _Val], ...] | None = None  # of a map literal with string keys
+    distinct: bool = False  # a list of distinct indexes (range): indexing with them visits each once
 
     def small(self) -> _Val:
         """The value as one of many list elements sharing the list's size (see module doc)."""
@@ -67,6 +81,12 @@ class _Val:
         return None
 
 
+def _retag(val: _Val, loop: int) -> _Val:
+    """An element of a list iterated by ``loop``: its per-element parts become that loop's."""
+    fields = None if val.fields is None else tuple((k, _retag(v, loop)) for k, v in val.fields)
+    return replace(val, origin=loop if val.origin >= 0 else val.origin, fields=fields)
+
+
 def _join(vals: list[_Val]) -> _Val | None:
     """A bound on each of ``vals`` (the elements of one list)."""
     if not vals:
@@ -77,21 +97,40 @@ def _join(vals: list[_Val]) -> _Val | None:
         fields = tuple((k, _join([dict(v.fields or ())[k] for v in vals]) or _ONE) for k in keys.pop())
     filled = [v for v in vals if v.items > 0]  # an empty list says nothing of the elements
     elements = [v.element for v in filled if v.element is not None]
-    return _Val(max(v.items for v in vals), max(v.bytes for v in vals), _merge(*vals),
+    origins = {v.origin for v in vals}
+    # Elements of different loops' lists are each still one element: iterating retags them.
+    origin = max(origins) if min(origins) >= 0 else _merge(*vals)
+    return _Val(max(v.items for v in vals), max(v.bytes for v in vals), origin,
                 element=_join(elements) if elements and len(elements) == len(filled) else None, fields=fields)
 
 
 _ONE = _Val(1, 8)
 
 
-def estimate(serialized: bytes) -> int:
-    """The cost bound of a checked program (``Expression.serialize()``) on small request data.
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A program's cost bound, and the request data it holds for.
 
-    Request values count as one byte and one entry: the bound is what the program costs by
-    itself (its literals, ranges, nesting and bindings). What larger request data adds is
-    bounded at run time (see :mod:`.cel`).
+    ``items`` bounds the entries of every list and map in the request, ``bytes`` the serialized
+    size of each variable; both are None when the bound holds for any request.
     """
-    return int(_Walker(serialized, _Val(1, 1, _DATA)).run())
+
+    cost: int
+    items: int | None = None
+    bytes: int | None = None
+
+
+def estimate(serialized: bytes) -> Estimate:
+    """The cost bound of a checked program (``Expression.serialize()``).
+
+    The first of :data:`TIERS` whose estimate is within :data:`BUDGET` (the first tier needs
+    no check of the request); over budget at every tier, the estimate at the last one.
+    """
+    for tier, (items, size) in enumerate(TIERS):
+        cost = int(_Walker(serialized, _Val(items, size, _DATA)).run())
+        if cost <= BUDGET:
+            return Estimate(cost) if tier == 0 else Estimate(cost, items, size)
+    return Estimate(cost, items, size)
 
 
 def _string_constant(expr: bytes) -> str | None:
@@ -217,6 +256,9 @@ class _Walker:
         if name in ("_[_]", "_[?_]") and len(args) == 2:
             key = _string_constant(next((v for n, v in parts if n == 3), b""))
             shaped = args[0].field(key) or args[0].element
+            if shaped is None and args[1].origin >= 0 and args[0].origin != _CONST:
+                # Indexed by a loop's distinct indexes: one element per iteration, each once a pass.
+                shaped = replace(args[0], origin=args[1].origin)
             if shaped is not None:
                 self.charge(lambda _: 1, [])
                 return shaped
@@ -232,8 +274,14 @@ class _Walker:
         n = min(source.items, MAX_ITERATIONS)
         if n <= 0:  # cel.bind: an empty range, the bound value is the accumulator
             return self.expr(parts[7], {**env, names[3]: init})
-        known = source.element or _Val(source.items, source.bytes, source.origin)
-        element = replace(known, origin=node_id) if source.origin != _CONST else known
+        if source.distinct:  # each index once: what it selects is one element per iteration
+            element = replace(source.element or _ONE, origin=node_id)
+        elif source.origin == _CONST:
+            element = source.element or _Val(source.items, source.bytes)
+        elif source.element is None:
+            element = _Val(source.items, source.bytes, node_id)
+        else:
+            element = _retag(source.element, node_id)
         inner = {**env, names[1]: element if names[8] == "" else _ONE}
         if names[8]:
             inner[names[8]] = element
@@ -263,8 +311,12 @@ def _traverse(vals: list[_Val]) -> tuple[float, _Val]:
 
 
 def _size(vals: list[_Val]) -> tuple[float, _Val]:
-    cost, _ = _traverse(vals)
-    return cost, _Val(vals[0].items if vals else 1, 8, literal=True)
+    return _scan(vals)[0], _Val(vals[0].items if vals else 1, 8, literal=True)
+
+
+def _scan(vals: list[_Val]) -> tuple[float, _Val]:
+    """Counting code points or checking UTF-8 (``size``, conversions): ~1 ns a byte (measured)."""
+    return 1 + SCAN * sum(v.bytes for v in vals), _Val(1, 8)
 
 
 def _prefix(vals: list[_Val]) -> tuple[float, _Val]:
@@ -274,7 +326,7 @@ def _prefix(vals: list[_Val]) -> tuple[float, _Val]:
 
 def _member(vals: list[_Val]) -> tuple[float, _Val]:
     needle, haystack = [*vals, _ONE, _ONE][:2]
-    return 1 + haystack.items * max(1.0, TRAVERSAL * needle.bytes), _Val(1, 8)
+    return 1 + haystack.items * max(1.0, TRAVERSAL * min(needle.bytes, haystack.bytes)), _Val(1, 8)
 
 
 def _concat(vals: list[_Val]) -> tuple[float, _Val]:
@@ -326,7 +378,7 @@ def _default(vals: list[_Val]) -> tuple[float, _Val]:
 def _range(vals: list[_Val]) -> tuple[float, _Val]:
     # A literal beyond FUNCTION_ITEMS fails at run time; its estimate says what it would cost.
     n = vals[0].items if vals and vals[0].literal else FUNCTION_ITEMS
-    return _converted(vals, _Val(n, 8 * n, element=_Val(1, 8)))
+    return _converted(vals, _Val(n, 8 * n, element=_Val(1, 8), distinct=True))
 
 
 def _listed(vals: list[_Val]) -> tuple[float, _Val]:
@@ -341,8 +393,9 @@ def _scalar(vals: list[_Val]) -> tuple[float, _Val]:
 
 _FUNCTIONS: dict[str, Any] = {
     "size": _size,
-    **dict.fromkeys(("contains", "indexOf", "lastIndexOf", "charAt", "int", "uint", "double",
-                     "string", "bytes", "bool", "base64.encode", "base64.decode", "isSorted"), _traverse),
+    **dict.fromkeys(("int", "uint", "double", "string", "bytes", "bool"), _scan),
+    **dict.fromkeys(("contains", "indexOf", "lastIndexOf", "charAt", "base64.encode", "base64.decode", "isSorted"),
+                    _traverse),
     **dict.fromkeys(("_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "startsWith", "endsWith"), _prefix),
     "@in": _member,
     **dict.fromkeys(("_+_",), _concat),

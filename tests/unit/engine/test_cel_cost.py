@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kinitiras_py.base.errors import CelEvalError, PolicyErrors
+from kinitiras_py.engine import overriding
 from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.evaluation import cel, cost
+from kinitiras_py.engine.evaluation import bounds, cel, cost
 
 
-def _override(expression: str) -> dict[str, object]:
+def _override(expression: str) -> dict[str, Any]:
     return {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy", "metadata": {"name": "p"},
             "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
                      "overrideRules": [{"overriders": {"cel": expression}}]}}
@@ -38,8 +41,9 @@ def test_expensive_programs_are_refused(expression: str) -> None:
     "range(100).map(i, i * 2).size() == 100",
     "has(object.metadata.labels) && 'team' in object.metadata.labels",
 ])
-def test_ordinary_programs_are_admitted(expression: str) -> None:
-    assert cel.compile_program(expression).cost <= cost.BUDGET
+def test_ordinary_programs_are_admitted_for_any_request(expression: str) -> None:
+    bound = cel.compile_program(expression).bound
+    assert bound.cost <= cost.BUDGET and bound.items is None and bound.bytes is None
 
 
 def test_range_beyond_the_list_limit_is_a_rule_error_not_a_stall() -> None:
@@ -56,7 +60,7 @@ def test_function_results_are_bounded() -> None:
 
 
 def test_an_evaluation_past_its_time_limit_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cel, "TIME_LIMIT", -1.0)  # already over when the first function runs
+    monkeypatch.setattr(bounds, "TIME_LIMIT", -1.0)  # already over when the first function runs
     program = cel.compile_program("range(3).size() == 3")
     with pytest.raises(CelEvalError, match="ran longer than its"):
         program.evaluate({})
@@ -67,3 +71,32 @@ def test_cel_cpp_stops_after_its_iteration_budget() -> None:
     program = cel.compile_program("object.all(x, object.all(y, true))")
     with pytest.raises(CelEvalError, match="Iteration budget exceeded"):
         program.evaluate({"object": list(range(101))})
+
+
+MAPPING = 'object.spec.containers.map(c, c.name).size() > 100000 ? [{"op": "add", "path": "/x", "value": 1}] : []'
+
+
+def _pod(containers: int) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": f"c{i}", "image": "nginx"} for i in range(containers)]}}
+
+
+def test_a_program_over_budget_for_the_largest_requests_is_admitted_for_smaller_ones() -> None:
+    # map copies its result at every step: over 10,000 containers it would run for seconds.
+    bound = cel.compile_program(MAPPING).bound
+    assert bound.items == 1000 and bound.cost <= cost.BUDGET
+    assert cel.compile_program("object.spec.containers.all(c, c.image != '')").bound.items is None
+
+
+@pytest.mark.parametrize(("failure_policy", "denied"), [("Fail", True), ("Ignore", False)])
+def test_a_request_beyond_the_bound_is_a_rule_error_under_failure_policy(failure_policy: str, denied: bool) -> None:
+    policy_obj = _override(MAPPING)
+    policy_obj["spec"]["overrideRules"][0]["failurePolicy"] = failure_policy
+    policy = compile_policy(policy_obj)
+    rule = policy.rules[0]
+    variables = {"oldObject": None, "request": {"operation": "CREATE"}}
+    assert overriding.mutate([(policy, rule)], _pod(3), variables).failure is None
+    mutation = overriding.mutate([(policy, rule)], _pod(1500), variables)
+    assert (mutation.failure is not None) is denied
+    reason = str(mutation.failure) if denied else " ".join(mutation.warnings)
+    assert "too large for this expression's cost bound" in reason and "1500 entries" in reason
