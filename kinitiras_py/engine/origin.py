@@ -20,15 +20,14 @@ Differences from kinitiras (behaviour spec §7, §12.3), all deliberate:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from kinitiras_py.base.errors import PolicyError, QuantityError, RuleError
-from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.base.errors import PatchError, PolicyError, QuantityError, RuleError
+from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import origin_values as values
-from kinitiras_py.engine import workloads
+from kinitiras_py.engine import patching, workloads
 
 _OPERATIONS = ("add", "replace", "remove")
 _METADATA_TYPES = frozenset({"annotations", "labels"})
@@ -46,21 +45,37 @@ def _kind(obj: Obj) -> str:
     return f"{kind} ({obj.get('apiVersion')})" if kind in workloads.POD_TEMPLATE_PATHS else kind
 
 
-def _holder(obj: Obj, type_: str, create: bool = False) -> Obj | None:
+def _holder_path(obj: Obj, type_: str) -> tuple[str, ...]:
+    """The keys leading to the dict that holds ``type_``'s field: metadata or the pod spec."""
+    if type_ in _METADATA_TYPES:
+        return ("metadata",)
+    path = workloads.pod_spec_path(obj)
+    if path is None:
+        raise _Failure(f"origin type '{type_}' needs a pod-bearing kind; got {_kind(obj)}")
+    return path
+
+
+def _holder(obj: Obj, type_: str) -> Obj | None:
     """The dict that holds ``type_``'s field: metadata or the pod spec (None when absent)."""
     if type_ in _METADATA_TYPES:
         meta = obj.get("metadata")
-        if meta is None and create:
-            meta = obj["metadata"] = {}
         if meta is not None and not isinstance(meta, dict):
             raise _Failure("metadata is not an object")
         return meta
-    if not workloads.is_pod_bearing(obj):
-        raise _Failure(f"origin type '{type_}' needs a pod-bearing kind; got {_kind(obj)}")
-    spec = workloads.pod_spec(obj, create=create)
-    if spec is None and create:
-        raise _Failure(f"the pod spec at {workloads.pod_spec_pointer(obj)} is not an object")
-    return spec
+    _holder_path(obj, type_)  # rejects kinds without a pod spec
+    return workloads.pod_spec(obj)
+
+
+def _creatable(obj: Obj, path: tuple[str, ...]) -> bool:
+    """Whether every level of ``path`` is an object or missing (then the lenient add creates it)."""
+    node: Any = obj
+    for key in path:
+        node = node.get(key)
+        if node is None:
+            return True
+        if not isinstance(node, dict):
+            return False
+    return True
 
 
 def _current(obj: Obj, field: str, kind: type) -> Any:
@@ -74,19 +89,21 @@ def _current(obj: Obj, field: str, kind: type) -> Any:
     return value
 
 
-def _store(obj: Obj, field: str, value: JSON) -> None:
-    """Set ``field``; an absent or empty map, list or string removes it instead."""
+def _store(obj: Obj, field: str, value: JSON) -> Patch:
+    """Set ``field``; an absent or empty map, list or string removes it instead.
+
+    Missing (or null) levels on the way are created by the lenient ``add``.
+    """
+    holder, path = _holder(obj, field), _holder_path(obj, field)
+    where = patching.pointer(*path, field)
     if value is None or (isinstance(value, dict | list | str) and not value):
-        holder = _holder(obj, field)
-        if holder is not None:
-            holder.pop(field, None)
-        return
-    holder = _holder(obj, field, create=True)
-    assert holder is not None  # _holder(create=True) raises rather than return None
-    holder[field] = value
+        return [{"op": "remove", "path": where}] if holder is not None and field in holder else []
+    if holder is None and not _creatable(obj, path):
+        raise _Failure(f"the pod spec at {patching.pointer(*path)} is not an object")
+    return [{"op": "add", "path": where, "value": value}]
 
 
-def _apply_map(obj: Obj, entry: Obj) -> None:
+def _apply_map(obj: Obj, entry: Obj) -> Patch:
     field, payload = entry["type"], entry[entry["type"]]
     current: Obj = _current(obj, field, dict)
     if entry["operation"] == "remove":
@@ -95,41 +112,44 @@ def _apply_map(obj: Obj, entry: Obj) -> None:
         result = dict(payload)
     else:
         result = {**current, **payload}
-    _store(obj, field, result)
+    return _store(obj, field, result)
 
 
-def _apply_set(obj: Obj, entry: Obj) -> None:
+def _apply_set(obj: Obj, entry: Obj) -> Patch:
     field = entry["type"]
-    _store(obj, field, None if entry["operation"] == "remove" else copy.deepcopy(entry[field]))
+    return _store(obj, field, None if entry["operation"] == "remove" else entry[field])
 
 
-def _container(obj: Obj, entry: Obj) -> Obj:
-    _holder(obj, entry["type"])  # rejects kinds without a pod spec
+def _container(obj: Obj, entry: Obj) -> tuple[str, Obj]:
+    """The pointer of the entry's container (``containerCount``-th regular one) and the container."""
+    path = _holder_path(obj, entry["type"])  # rejects kinds without a pod spec
     found = workloads.containers(obj, include_init=False)
     index = entry.get("containerCount") or 0
     if index >= len(found):
         raise _Failure(f"containerCount {index} out of range: the pod spec has {len(found)} containers")
-    return found[index][2]
+    field, position, container = found[index]
+    return patching.pointer(*path, field, position), container
 
 
-def _apply_requirements(obj: Obj, entry: Obj) -> None:
-    container = _container(obj, entry)
+def _apply_requirements(obj: Obj, entry: Obj) -> Patch:
+    where, container = _container(obj, entry)
     if entry["operation"] == "remove":
-        container.pop("resources", None)
-        return
+        return [{"op": "remove", "path": f"{where}/resources"}] if "resources" in container else []
     resources: Obj = {}
     for key, value in entry["resourceRequirements"].items():
         if key in ("limits", "requests"):
             resources[key] = {name: str(values.parse_quantity(raw)) for name, raw in value.items()}
         else:
-            resources[key] = copy.deepcopy(value)
-    container["resources"] = resources
+            resources[key] = value
+    return [{"op": "add", "path": f"{where}/resources", "value": resources}]
 
 
-def _apply_oversell(obj: Obj, entry: Obj) -> None:
-    resources = _container(obj, entry).get("resources")
+def _apply_oversell(obj: Obj, entry: Obj) -> Patch:
+    where, container = _container(obj, entry)
+    resources = container.get("resources")
     if not isinstance(resources, dict):
-        return
+        return []
+    ops: Patch = []
     for section, factors in entry["resourcesOversell"].items():
         current = resources.get(section)
         if not isinstance(current, dict):
@@ -141,9 +161,11 @@ def _apply_oversell(obj: Obj, entry: Obj) -> None:
             try:
                 quantity = values.parse_quantity(current[name])
                 if quantity.sign() != 0:
-                    current[name] = str(quantity.scaled(values.parse_factor(raw), step))
+                    ops.append({"op": "replace", "path": f"{where}/resources/{patching.pointer(section, name)[1:]}",
+                                "value": str(quantity.scaled(values.parse_factor(raw), step))})
             except QuantityError as e:  # a bad quantity in the object, or an absurd magnitude
                 raise _Failure(f"resources.{section}.{name}: {e}") from None
+    return ops
 
 
 def _identity(toleration: Obj) -> tuple[str, str, str, str]:
@@ -152,7 +174,7 @@ def _identity(toleration: Obj) -> tuple[str, str, str, str]:
             toleration.get("value") or "", toleration.get("effect") or "")
 
 
-def _apply_tolerations(obj: Obj, entry: Obj) -> None:
+def _apply_tolerations(obj: Obj, entry: Obj) -> Patch:
     current: list[Any] = _current(obj, "tolerations", list)
     if not all(isinstance(t, dict) for t in current):
         raise _Failure("tolerations holds an item that is not an object")
@@ -163,9 +185,9 @@ def _apply_tolerations(obj: Obj, entry: Obj) -> None:
     if entry["operation"] == "remove":
         result = kept
     else:
-        fresh = [copy.deepcopy(t) for t in policy.values()]
+        fresh = list(policy.values())
         result = fresh if entry.get("replace") else fresh + kept
-    _store(obj, "tolerations", result)
+    return _store(obj, "tolerations", result)
 
 
 class _Type(NamedTuple):
@@ -173,7 +195,8 @@ class _Type(NamedTuple):
     operations: tuple[str, ...]
     remove_needs_payload: bool
     check: Callable[[JSON, str], values.Errors]
-    apply: Callable[[Obj, Obj], None]
+    ops: Callable[[Obj, Obj], Patch]
+    """The RFC 6902 ops that apply an entry to an object (read, never changed)."""
 
 
 _TYPES: dict[str, _Type] = {
@@ -253,13 +276,16 @@ def validate_origin(entries: list[Obj], path: str) -> list[PolicyError]:
     return errors
 
 
-def apply_origin(obj: Obj, entries: list[Obj], policy: str, rule: int) -> None:
-    """Apply a rule's ``overriders.origin`` entries to ``obj`` in place, in order.
+def apply_origin(obj: Obj, entries: list[Obj], policy: str, rule: int,
+                 apply: Callable[[Patch], Obj] | None = None) -> Obj:
+    """Apply a rule's ``overriders.origin`` entries to ``obj``, in order; return the result.
 
-    Each entry sees the result of the previous ones. An invalid entry, or one that cannot
-    apply to this object (wrong kind, container index out of range, ...), raises RuleError
-    naming ``policy``, ``rule`` and the entry; ``obj`` may then be partly changed, so the
-    caller applies this to a copy it can throw away.
+    Each entry becomes RFC 6902 ops computed from the result of the previous ones. ``apply``
+    applies them and returns the document they produced (an overriding draft, whose document
+    ``obj`` must be); without it they are applied to ``obj`` in place. An invalid entry, or one
+    that cannot apply to this object (wrong kind, container index out of range, ...), raises
+    RuleError naming ``policy``, ``rule`` and the entry; the document may then be partly
+    changed, so the caller applies this to a copy it can throw away.
     """
     for i, entry in enumerate(entries):
         where = f"origin[{i}]"
@@ -268,6 +294,8 @@ def apply_origin(obj: Obj, entries: list[Obj], policy: str, rule: int) -> None:
         if errors:
             raise RuleError(policy, rule, str(errors[0]))
         try:
-            _TYPES[entry["type"]].apply(obj, entry)
-        except _Failure as e:
+            ops = _TYPES[entry["type"]].ops(obj, entry)
+            obj = patching.apply_ops_in_place(obj, ops) if apply is None else apply(ops)
+        except (_Failure, PatchError) as e:
             raise RuleError(policy, rule, f"{where}: {e}") from None
+    return obj

@@ -1,21 +1,21 @@
-"""RFC 6902 JSON patches: apply them (kinitiras-lenient) and compute them (strict).
+"""RFC 6902 JSON patches: apply them, kinitiras-lenient.
 
 Applying follows RFC 6902 with two deliberate leniencies kept for kinitiras compatibility:
 
 * ``replace`` of a missing *object* key behaves like ``add`` (array indexes must still exist);
 * ``remove`` of a missing path does nothing (kinitiras failed the request there; we don't).
 
-Patches we *produce* (``make_patch``) go to the API server, which applies them with strict RFC
-semantics (evanphx/json-patch), so they are checked against a strict application before
-being returned.
+A caller may watch every change as it happens (``before``): :mod:`.patchlog` uses it to write
+copy-on-write and to record what it touched. The patches we *produce* for the API server,
+which applies them strictly, are built there.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
-import jsonpatch
 import orjson
 
 from kinitiras_py.base.errors import PatchError
@@ -24,6 +24,14 @@ from kinitiras_py.base.typedefs import JSON, Patch
 _INDEX = re.compile(r"0|[1-9][0-9]*")
 _OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 _MISSING: Any = object()
+
+Before = Callable[[JSON, str, list[str]], JSON]
+"""Told of each change (``"add"``, ``"remove"`` or ``"replace"`` at the given reference tokens)
+right before it is made; returns the document to make it in (itself, or a copy to use instead)."""
+
+
+def _as_is(doc: JSON, _change: str, _tokens: list[str]) -> JSON:
+    return doc
 
 
 def escape_pointer_token(key: str) -> str:
@@ -51,6 +59,11 @@ def _split(path: object) -> list[str]:
             raise PatchError(f"invalid escape in pointer token {token!r}")
     # '~1' first, then '~0', so that '~01' decodes to '~1' and not '/'.
     return [t.replace("~1", "/").replace("~0", "~") for t in tokens]
+
+
+def is_index(token: str) -> bool:
+    """Whether a reference token is an array index as RFC 6901 writes them (no sign, no leading 0)."""
+    return _INDEX.fullmatch(token) is not None
 
 
 def _index(token: str, size: int, *, allow_end: bool) -> int:
@@ -160,11 +173,11 @@ def _remove(doc: JSON, tokens: list[str], strict: bool) -> None:
         raise PatchError("path does not exist")
 
 
-def _replace(doc: JSON, tokens: list[str], value: JSON, strict: bool) -> JSON:
+def _replace(doc: JSON, tokens: list[str], value: JSON) -> JSON:
     if not tokens:
         return _replace_root(doc, value)
     parent, last = _get(doc, tokens[:-1]), tokens[-1]
-    if isinstance(parent, dict) and (last in parent or not strict):
+    if isinstance(parent, dict):  # a missing key: as add (leniency)
         parent[last] = value
     elif isinstance(parent, list):
         i = _index(last, len(parent), allow_end=False)
@@ -195,18 +208,21 @@ def _operand(op: dict[str, Any], key: str) -> Any:
     return op[key]
 
 
-def _apply_one(doc: JSON, op: dict[str, Any], strict: bool) -> JSON:
+def _apply_one(doc: JSON, op: dict[str, Any], before: Before) -> JSON:
     name = op.get("op")
     if name not in _OPS:
         raise PatchError(f"unknown operation {name!r}")
     tokens = _split(_operand(op, "path"))
     if name == "add":
-        return _add(doc, tokens, _clone(_operand(op, "value")))
+        value = _clone(_operand(op, "value"))
+        return _add(before(doc, "add", tokens), tokens, value)
     if name == "remove":
-        _remove(doc, tokens, strict)
+        doc = before(doc, "remove", tokens)
+        _remove(doc, tokens, False)
         return doc
     if name == "replace":
-        return _replace(doc, tokens, _clone(_operand(op, "value")), strict)
+        value = _clone(_operand(op, "value"))
+        return _replace(before(doc, "replace", tokens), tokens, value)
     if name == "test":
         actual = _get(doc, tokens)
         if actual is _MISSING:
@@ -219,93 +235,45 @@ def _apply_one(doc: JSON, op: dict[str, Any], strict: bool) -> JSON:
     if value is _MISSING:
         raise PatchError(f"{name}: 'from' path does not exist")
     if name == "copy":
-        return _add(doc, tokens, _clone(value))
+        return _add(before(doc, "add", tokens), tokens, _clone(value))
     if tokens[: len(source)] == source and len(tokens) > len(source):
         raise PatchError("move: cannot move a value into one of its own children")
     if tokens == source:
         return doc
+    # Two changes: the target's indexes are read after the removal, as RFC 6902 says.
+    doc = before(doc, "remove", source)
     _remove(doc, source, True)
-    return _add(doc, tokens, value)
+    return _add(before(doc, "add", tokens), tokens, value)
 
 
-def _apply(doc: JSON, patch: Patch, strict: bool) -> JSON:
+def _apply(doc: JSON, patch: Patch, before: Before) -> JSON:
     if not isinstance(patch, list):
         raise PatchError(f"a patch must be a list of operations, got {type(patch).__name__}")
     for i, op in enumerate(patch):
         if not isinstance(op, dict):
             raise PatchError(f"operation must be an object, got {type(op).__name__}", i)
         try:
-            doc = _apply_one(doc, op, strict)
+            doc = _apply_one(doc, op, before)
         except PatchError as err:
             raise PatchError(err.reason, i, op.get("path")) from None
     return doc
 
 
-def apply_ops_in_place(doc: JSON, patch: Patch) -> JSON:
+def apply_ops_in_place(doc: JSON, patch: Patch, before: Before | None = None) -> JSON:
     """Apply ``patch`` to ``doc``, mutating it, and return the resulting document.
 
     A patch replacing the whole document (path ``""``) with a value of the same kind (object
     or array) still works in place; with any other kind only the return value has it.
     Values taken from the patch are copied, so the patch itself is never aliased into ``doc``
     (compiled policies reuse their patches across requests).
+    ``before``, when given, is told of each change just before it is made and may substitute
+    the document to make it in (see :data:`Before`).
     Raises ``PatchError`` naming the failing operation's index and path; ``doc`` may then be
     partially patched.
     """
-    return _apply(doc, patch, strict=False)
+    return _apply(doc, patch, before or _as_is)
 
 
 def apply_patch(doc: JSON, patch: Patch) -> JSON:
     """Return a patched copy of ``doc``; the input is never modified."""
     return apply_ops_in_place(orjson.loads(orjson.dumps(doc)), patch)
-
-
-def _canonical(value: JSON) -> bytes:
-    """JSON text that tells ``1``, ``1.0`` and ``true`` apart and ignores key order."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-
-
-def _fixups(actual: JSON, wanted: JSON, path: str, out: Patch) -> None:
-    """Append ops turning ``actual`` into ``wanted`` wherever they differ strictly.
-
-    Objects are diffed key by key and equal-length arrays item by item; any other difference
-    replaces the whole node, which is always correct if not minimal. Objects never get a
-    whole-document replace, which the API server's patcher may not accept.
-    """
-    if isinstance(actual, dict) and isinstance(wanted, dict):
-        out.extend({"op": "remove", "path": path + "/" + escape_pointer_token(key)}
-                   for key in actual if key not in wanted)
-        for key, value in wanted.items():
-            where = path + "/" + escape_pointer_token(key)
-            if key in actual:
-                _fixups(actual[key], value, where, out)
-            else:
-                out.append({"op": "add", "path": where, "value": value})
-    elif isinstance(actual, list) and isinstance(wanted, list) and len(actual) == len(wanted):
-        for i, (a, w) in enumerate(zip(actual, wanted, strict=True)):
-            _fixups(a, w, f"{path}/{i}", out)
-    elif _canonical(actual) != _canonical(wanted):
-        out.append({"op": "replace", "path": path, "value": wanted})
-
-
-def make_patch(original: JSON, final: JSON) -> Patch:
-    """The RFC 6902 patch that turns ``original`` into ``final`` under strict RFC semantics.
-
-    ``jsonpatch`` computes the diff; because it compares list items with Python equality
-    (``1 == 1.0 == True``), the result is replayed strictly and any remaining type
-    differences are patched with extra ``replace`` ops. Should jsonpatch crash or produce a
-    patch that does not apply, a plainer diff (``_fixups`` from ``original``) is used.
-    The result is a plain, unaliased ``list[dict]``.
-    """
-    if _canonical(original) == _canonical(final):
-        return []
-    ops: Patch
-    try:
-        ops = orjson.loads(orjson.dumps(jsonpatch.make_patch(original, final).patch))
-        result = _apply(_clone(original), ops, strict=True)
-    except Exception:
-        # jsonpatch's list diff can crash, or emit ops that do not apply, when list items
-        # shift and objects inside them change; fall back to patching what differs.
-        ops, result = [], original
-    fixups: Patch = []
-    _fixups(result, final, "", fixups)
-    return ops + orjson.loads(orjson.dumps(fixups))

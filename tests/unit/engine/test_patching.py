@@ -1,14 +1,13 @@
-"""RFC 6902 application (with kinitiras leniency) and strict diffing."""
+"""RFC 6902 application (with kinitiras leniency) and the hook that watches each change.
+
+The patches we produce are tested in ``test_patch_from_ops.py``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import jsonpatch
-import orjson
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import PatchError
 from kinitiras_py.engine import patching
@@ -16,13 +15,8 @@ from kinitiras_py.engine.patching import (
     apply_ops_in_place,
     apply_patch,
     escape_pointer_token,
-    make_patch,
     pointer,
 )
-
-
-def canon(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
 def fails(doc: Any, patch: list[dict[str, Any]]) -> PatchError:
@@ -309,126 +303,51 @@ def test_patch_values_are_not_aliased() -> None:
     assert doc == {"v": {"k": [1, 2]}}
 
 
-# --- make_patch ---------------------------------------------------------------------------
+# --- before: the hook told of each change -------------------------------------------------
 
 
-def test_make_patch_identical_is_empty() -> None:
-    assert make_patch({"a": [1, {"b": True}]}, {"a": [1, {"b": True}]}) == []
+def watched(doc: Any, patch: list[dict[str, Any]]) -> tuple[Any, list[tuple[str, str]]]:
+    seen: list[tuple[str, str]] = []
+
+    def before(current: Any, change: str, tokens: list[str]) -> Any:
+        seen.append((change, pointer(*tokens)))
+        return current
+
+    return apply_ops_in_place(doc, patch, before), seen
 
 
-def test_make_patch_identical_skips_jsonpatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(*_: object) -> None:
-        raise AssertionError("jsonpatch called")
-
-    monkeypatch.setattr(patching.jsonpatch, "make_patch", boom)
-    assert make_patch({"b": 1, "a": 2}, {"a": 2, "b": 1}) == []
-
-
-def test_make_patch_simple() -> None:
-    assert make_patch({"a": 1}, {"a": 2, "b": "x"}) == [
-        {"op": "add", "path": "/b", "value": "x"},
-        {"op": "replace", "path": "/a", "value": 2},
-    ]
+def test_before_sees_each_change_with_its_kind_and_path() -> None:
+    doc, seen = watched({"a": [1, 2], "b": {}}, [
+        {"op": "add", "path": "/b/x~1y", "value": 1},
+        {"op": "replace", "path": "/a/0", "value": 0},
+        {"op": "remove", "path": "/nope"},
+        {"op": "test", "path": "/a/0", "value": 0},
+        {"op": "copy", "from": "/a", "path": "/c"},
+    ])
+    assert doc == {"a": [0, 2], "b": {"x/y": 1}, "c": [0, 2]}
+    assert seen == [("add", "/b/x~1y"), ("replace", "/a/0"), ("remove", "/nope"), ("add", "/c")]
 
 
-def test_make_patch_type_distinctions_in_lists() -> None:
-    assert make_patch([1, 2], [True, 2]) == [{"op": "replace", "path": "/0", "value": True}]
-    assert make_patch({"a": [1, {"b": 1}]}, {"a": [1.0, {"b": True}]}) == [
-        {"op": "replace", "path": "/a/0", "value": 1.0},
-        {"op": "replace", "path": "/a/1/b", "value": True},
-    ]
-    assert make_patch({"a": 0.0}, {"a": False}) == [{"op": "replace", "path": "/a", "value": False}]
+def test_before_sees_a_move_as_remove_then_add() -> None:
+    # The target's index is read after the removal (RFC 6902), so the hook sees it that way too.
+    doc, seen = watched({"a": [1, 2, 3]}, [{"op": "move", "from": "/a/0", "path": "/a/2"}])
+    assert doc == {"a": [2, 3, 1]}
+    assert seen == [("remove", "/a/0"), ("add", "/a/2")]
+    assert watched({"a": 1}, [{"op": "move", "from": "/a", "path": "/a"}])[1] == []
 
 
-def test_make_patch_escapes_keys() -> None:
-    assert make_patch({"l": {"a/b~c": "1"}}, {"l": {"a/b~c": "2"}}) == [
-        {"op": "replace", "path": "/l/a~1b~0c", "value": "2"},
-    ]
+def test_before_may_substitute_the_document() -> None:
+    original = {"a": {"b": 1}}
+
+    def copy_root(doc: Any, _change: str, _tokens: list[str]) -> Any:
+        return {**doc, "a": dict(doc["a"])} if doc is original else doc
+
+    result = apply_ops_in_place(original, [{"op": "replace", "path": "/a/b", "value": 2},
+                                           {"op": "add", "path": "/c", "value": 3}], copy_root)
+    assert original == {"a": {"b": 1}}
+    assert result == {"a": {"b": 2}, "c": 3}
 
 
-def test_make_patch_returns_plain_unaliased_dicts() -> None:
-    final = {"a": {"b": [1]}}
-    patch = make_patch({}, final)
-    assert type(patch) is list
-    assert all(type(op) is dict for op in patch)
-    patch[0]["value"]["b"].append(2)
-    assert final == {"a": {"b": [1]}}
-
-
-def test_make_patch_falls_back_when_jsonpatch_is_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Bogus:
-        patch = [{"op": "remove", "path": "/nope"}]
-
-    monkeypatch.setattr(patching.jsonpatch, "make_patch", lambda *_: Bogus())
-    assert make_patch({"a": 1, "b": [1]}, {"a": 1, "b": [2]}) == [
-        {"op": "replace", "path": "/b/0", "value": 2},
-    ]
-    assert make_patch({"a": 1, "c": {"d": 1}}, {"a": 1, "b": 2, "c": {}}) == [
-        {"op": "add", "path": "/b", "value": 2},
-        {"op": "remove", "path": "/c/d"},
-    ]
-    assert make_patch({"a": [1]}, {"a": [1, 2]}) == [{"op": "replace", "path": "/a", "value": [1, 2]}]
-    assert make_patch({"a": 1}, [1]) == [{"op": "replace", "path": "", "value": [1]}]
-
-
-@pytest.mark.parametrize(("a", "b"), [
-    # jsonpatch 1.33 emits a patch that neither it nor the RFC can apply ('/2/' into an array).
-    ([0, 0, {"": 0}, []], [[], 0, {}]),
-    # jsonpatch 1.33 crashes while diffing these (TypeError / ValueError in its move logic).
-    ({"": [{"0": 1.0}, 0]}, {"": [{"": 0}, 1.0]}),
-    ({"": [{"": 0, "0": 0.0}]}, {"": [{}, 0, 0.0]}),
-])
-def test_make_patch_survives_jsonpatch_bugs(a: Any, b: Any) -> None:
-    # Which ops come out depends on the installed jsonpatch (later releases diff these
-    # differently); what must hold with every release is that the patch turns a into b.
-    check_roundtrip(a, b)
-
-
-# --- properties ---------------------------------------------------------------------------
-
-KEYS = st.text(alphabet="ab/~01", max_size=3)
-SCALARS = st.sampled_from([0, 1, 1.0, 0.0, -0.0, 2.5, True, False, None, "", "a", "1", "true"]) | st.integers(
-    -(2**63), 2**63 - 1
-) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=3)
-JSONS = st.recursive(
-    SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
-    max_leaves=20,
-)
-
-
-def check_roundtrip(a: Any, b: Any) -> None:
-    # Strategies may share sub-objects; real documents (decoded JSON) never alias.
-    a, b = orjson.loads(canon(a)), orjson.loads(canon(b))
-    patch = make_patch(a, b)
-    assert canon(apply_patch(a, patch)) == canon(b)
-    # The API server applies strictly; jsonpatch's applier is strict RFC 6902.
-    assert canon(jsonpatch.apply_patch(a, patch)) == canon(b)
-    if canon(a) == canon(b):
-        assert patch == []
-
-
-@settings(max_examples=400, deadline=None)
-@given(JSONS, JSONS)
-@example({"": [{"0": 0.0}]}, {"": [{"": 0}, 0.0]})
-@example([0, 0, {"": 0}, []], [[], 0, {}])
-def test_make_patch_roundtrip_random_pairs(a: Any, b: Any) -> None:
-    check_roundtrip(a, b)
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.lists(JSONS, max_size=6), st.data())
-def test_make_patch_roundtrip_related_lists(items: list[Any], data: st.DataObject) -> None:
-    # Related documents (reordered, dropped and new items) exercise jsonpatch's move logic.
-    kept = data.draw(st.permutations(items))[: data.draw(st.integers(0, len(items)))]
-    extra = data.draw(st.lists(JSONS, max_size=3))
-    b = data.draw(st.permutations(kept + extra))
-    check_roundtrip({"spec": {"items": items, "n": 1}}, {"spec": {"items": b, "n": True}})
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.dictionaries(KEYS, JSONS, max_size=6), st.data())
-def test_make_patch_roundtrip_related_objects(a: dict[str, Any], data: st.DataObject) -> None:
-    b = {k: v for k, v in a.items() if data.draw(st.booleans())}
-    b.update(data.draw(st.dictionaries(KEYS, JSONS, max_size=3)))
-    check_roundtrip({"m": a, "x": [a]}, {"m": b, "x": [b, a]})
+def test_is_index() -> None:
+    assert [t for t in ("0", "7", "10", "01", "-", "-1", "+1", "1.0", "", "a") if patching.is_index(t)] == [
+        "0", "7", "10"]

@@ -1,0 +1,225 @@
+"""The response patch, built from the changes the rules made rather than by diffing objects.
+
+Rules never write to the received object. Each rule works on a :class:`Draft`: every change
+(rendered and ``cel`` ops, ``plaintext`` ops, origin entries, all applied by
+:mod:`.patching`) first copies, shallowly, the containers on its way that the rule does not own
+yet (copy-on-write). A failing rule is dropped with its draft and leaves no trace; the object
+before it is intact. Parts no rule touched stay the received object's own, by identity.
+
+A draft also notes *where* it changed the document, in that document's coordinates:
+
+* ``add``/``remove`` inside an array note the **array**: they shift the indexes after them, so
+  the array's items no longer correspond to the received ones by position;
+* every other change notes its own path (``replace`` of an array item keeps the positions).
+
+The drafts of the rules that held are merged, in order, into a :class:`PatchLog`: a trie of
+paths where a noted path covers everything below it. The invariant that makes its paths valid
+for the received object: no noted path goes through an array whose items moved, or through a
+value that was replaced, moved or created, because such a change notes that array or value
+itself, which then covers every path below it (noted before or after).
+
+:meth:`PatchLog.patch` walks the trie over the received and the final object side by side and
+emits, for each noted path, the ops turning the received value there into the final one
+(``_fixups``). Where the two sides stop being the same kind of container on the way down (a
+parent created by a lenient ``add``, a subtree replaced by a scalar), it emits there instead.
+Below a noted path the two values are compared, not diffed as a whole: objects key by key,
+arrays by their common head and tail, with the middle added, removed, changed item by item
+(same length) or replaced (when items were both added and removed, their identity is
+ambiguous). Untouched subtrees are skipped by identity, so the cost follows what changed, not
+the object's size.
+
+Properties, each exercised by ``tests/unit/engine/test_patch_from_ops.py``:
+
+* strict RFC 6902 application of the patch to the received object gives the final object;
+* the ops target disjoint paths (array items in an order that keeps later ones valid), so no op
+  undoes, overwrites or re-targets another: add-then-remove, repeated replaces, children of a
+  later-replaced parent all collapse;
+* a noted path whose value ends up as received emits nothing, so running the policies on our
+  own output yields an empty patch;
+* the order is deterministic: the trie keeps the order in which paths were first noted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kinitiras_py.base.typedefs import JSON, Patch
+from kinitiras_py.engine import patching
+
+_MISSING: Any = object()
+_Trie = dict[str, Any]
+"""Reference token -> child trie, or None where the whole subtree was touched."""
+
+
+class Draft:
+    """One rule's changes over a document it must not modify: copy-on-write, paths noted."""
+
+    __slots__ = ("_owned", "base", "doc", "touched")
+
+    def __init__(self, base: JSON) -> None:
+        self.base = base
+        self.doc = base
+        """The document with the changes so far; ``base`` itself until the first change."""
+        self.touched: list[tuple[str, ...]] = []
+        """Where the changes were made, in order (see the module docstring)."""
+        # Containers this draft copied, by id, kept alive so that no id is reused meanwhile:
+        # only these may be changed in place.
+        self._owned: dict[int, JSON] = {}
+
+    @property
+    def changed(self) -> bool:
+        """Whether any change was made (possibly leaving the value as it was)."""
+        return bool(self.touched)
+
+    def apply(self, ops: Patch) -> JSON:
+        """Apply RFC 6902 ``ops`` (with :mod:`.patching`'s leniencies); return the document.
+
+        Raises ``PatchError`` like :func:`.patching.apply_ops_in_place`; the draft must then be
+        dropped.
+        """
+        self.doc = patching.apply_ops_in_place(self.doc, ops, self._before)
+        return self.doc
+
+    def _own(self, value: dict[str, JSON] | list[JSON]) -> dict[str, JSON] | list[JSON]:
+        if id(value) in self._owned:
+            return value
+        copy: dict[str, JSON] | list[JSON] = dict(value) if isinstance(value, dict) else list(value)
+        self._owned[id(copy)] = copy
+        return copy
+
+    def _before(self, doc: JSON, change: str, tokens: list[str]) -> JSON:
+        """Own the containers from the root to the parent of ``tokens``; note the change."""
+        if isinstance(doc, dict | list):
+            doc = self._own(doc)
+        node: JSON = doc
+        for token in tokens[:-1]:
+            key = _key(node, token)
+            child = _MISSING if key is None else node[key]
+            if not isinstance(child, dict | list):
+                # Missing (the lenient add creates objects there), null or a scalar: nothing to own.
+                node = _MISSING
+                break
+            node[key] = child = self._own(child)
+            node = child
+        shifts = tokens and change != "replace" and isinstance(node, list)
+        self.touched.append(tuple(tokens[:-1] if shifts else tokens))
+        return doc
+
+
+def _key(node: JSON, token: str) -> str | int | None:
+    """The key ``token`` names in ``node`` if ``node`` holds it, else None."""
+    if isinstance(node, dict):
+        return token if token in node else None
+    if isinstance(node, list) and patching.is_index(token) and int(token) < len(node):
+        return int(token)
+    return None
+
+
+class PatchLog:
+    """The paths the committed rules changed, as a trie; emits the response patch."""
+
+    __slots__ = ("_root",)
+
+    def __init__(self) -> None:
+        self._root: _Trie | None = {}
+
+    def record(self, draft: Draft) -> None:
+        """Merge a rule's noted paths (the rule held: its changes are part of the result)."""
+        for path in draft.touched:
+            self._note(path)
+
+    def _note(self, path: tuple[str, ...]) -> None:
+        node = self._root
+        if node is None:
+            return
+        if not path:
+            self._root = None
+            return
+        for token in path[:-1]:
+            node = node.setdefault(token, {})
+            if node is None:  # an ancestor is already noted whole
+                return
+        node[path[-1]] = None  # covers (and forgets) anything noted below it
+
+    def patch(self, original: JSON, final: JSON) -> Patch:
+        """The RFC 6902 patch taking ``original`` (the received object) to ``final``.
+
+        ``final`` must be what the recorded drafts made of ``original``, in order.
+        """
+        out: Patch = []
+        _emit(self._root, original, final, "", out)
+        return out
+
+
+def same(a: JSON, b: JSON) -> bool:
+    """Strict JSON equality: ``1``, ``1.0`` and ``true`` differ; shared subtrees are skipped."""
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is dict:
+        return len(a) == len(b) and all(key in b and same(value, b[key]) for key, value in a.items())
+    if kind is list:
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _emit(node: _Trie | None, original: JSON, final: JSON, path: str, out: Patch) -> None:
+    if original is final:
+        return
+    if node is None:
+        _fixups(original, final, path, out)
+    elif type(original) is dict and type(final) is dict:
+        for token, child in node.items():
+            _emit(child, original.get(token, _MISSING), final.get(token, _MISSING),
+                  f"{path}/{patching.escape_pointer_token(token)}", out)
+    elif type(original) is list and type(final) is list and len(original) == len(final):
+        for token, child in node.items():
+            # Paths noted by a lenient no-op (a remove past the end) lead nowhere: nothing changed.
+            if patching.is_index(token) and int(token) < len(final):
+                _emit(child, original[int(token)], final[int(token)], f"{path}/{token}", out)
+    else:
+        _fixups(original, final, path, out)
+
+
+def _fixups(original: JSON, final: JSON, path: str, out: Patch) -> None:
+    """Append the ops turning ``original`` into ``final`` at ``path`` (either may be missing)."""
+    if original is final:
+        return
+    if original is _MISSING:
+        out.append({"op": "add", "path": path, "value": final})
+    elif final is _MISSING:
+        out.append({"op": "remove", "path": path})
+    elif type(original) is dict and type(final) is dict:
+        # Key by key, also at the root: the API server may refuse to replace a whole object.
+        out.extend({"op": "remove", "path": f"{path}/{patching.escape_pointer_token(key)}"}
+                   for key in original if key not in final)
+        for key, value in final.items():
+            _fixups(original.get(key, _MISSING), value, f"{path}/{patching.escape_pointer_token(key)}", out)
+    elif type(original) is list and type(final) is list:
+        _list_fixups(original, final, path, out)
+    elif not same(original, final):
+        out.append({"op": "replace", "path": path, "value": final})
+
+
+def _list_fixups(original: list[JSON], final: list[JSON], path: str, out: Patch) -> None:
+    """Arrays: keep the common head and tail, patch the middle."""
+    n, m = len(original), len(final)
+    head = 0
+    while head < n and head < m and same(original[head], final[head]):
+        head += 1
+    tail = 0
+    while tail < n - head and tail < m - head and same(original[n - 1 - tail], final[m - 1 - tail]):
+        tail += 1
+    removed, added = n - head - tail, m - head - tail
+    if removed == added:
+        for i in range(head, head + added):
+            _fixups(original[i], final[i], f"{path}/{i}", out)
+    elif removed == 0:
+        out.extend({"op": "add", "path": f"{path}/{i}", "value": final[i]} for i in range(head, head + added))
+    elif added == 0:
+        # From the last: each index is still the received item's when it is removed.
+        out.extend({"op": "remove", "path": f"{path}/{i}"} for i in reversed(range(head, head + removed)))
+    else:
+        out.append({"op": "replace", "path": path, "value": final})
