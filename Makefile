@@ -3,8 +3,9 @@ PYTHON ?= python3
 STAMP := .make/installed
 IMG ?= kinitiras-py:0.1.0
 DEPLOY_DIR ?= config
+FUZZ_MINUTES ?= 30
 
-.PHONY: help install demo demo-down test unit lint crds clean image deploy undeploy bench
+.PHONY: help install demo demo-down test unit lint fuzz crds clean image deploy undeploy bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -35,6 +36,9 @@ bench: install ## ratio benchmarks: engine, webhook beside the floor, Pod CREATE
 lint: install ## ruff and mypy
 	$(PYTHON) -m ruff check kinitiras_py tests
 	$(PYTHON) -m mypy
+
+fuzz: install ## run tests/fuzz with the long hypothesis profile for FUZZ_MINUTES (default 30)
+	FUZZ_MINUTES=$(FUZZ_MINUTES) PYTHON=$(PYTHON) bash hack/fuzz.sh
 
 crds: ## regenerate api/ from the models
 	$(PYTHON) -m kinitiras_py crds --write api

@@ -1,0 +1,157 @@
+"""Fuzz: random YAML documents against ``kinitiras-py render`` and ``apply``.
+
+Invariant: the command returns 0, 1 or 2 (2 with an ``error:`` line on stderr) and never lets an
+exception out. The CLI runs in-process through ``main()`` with captured stdio (fast); a few
+runs go through a real process to check that stderr holds no traceback.
+
+Documents come from three sources: JSON values written as YAML in every style, YAML assembled
+from the tokens that have broken readers (tags, anchors, keys YAML reads as non-strings, deep
+nesting, odd bytes), and valid policies and objects mutated character by character.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kinitiras_py.cli.main import main
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+POLICY_TEXTS = [p.read_text() for p in sorted((DATA / "examples").rglob("*.yaml"))]
+RESOURCE_TEXTS = [p.read_text() for p in sorted((DATA / "cases").rglob("*.yaml"))
+                  if p.name != "kinitiras-test.yaml" and "kind:" in p.read_text()][:40]
+
+SCALARS = ["off", "on", "y", "n", "~", "null", "1", "0x1F", "0o12", "012", "1e3", "1_000", ".inf", "-.nan",
+           "2024-01-01", "2024-01-01T10:00:00Z", "1:20", "'quoted'", '"dq"', "true", "a b", "é", "\\x00",
+           "!!binary aGVsbG8=", "!!set {a, b}", "!!str 1", "!!int '7'", "!!float x", "!foo x",
+           "!!python/object:os.system ''", "&a 1", "*a", "*nope", "<<", "|\n  block", ">-\n  folded",
+           "[", "]", "{", "}", "- ", "? ", ": ", "#c", "%YAML 1.2", "---", "...", "\t", "12345678901234567890123"]
+KEYS = ["off", "1", "~", "2024-01-01", "y", "apiVersion", "kind", "metadata", "name", "labels", "spec",
+        "params", "header", "value", "stringMap", "[a]", "{a: 1}", "<<", "? x", "!!binary aGk="]
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    """``main(args)`` with stdout and stderr captured; an escaping exception fails the test."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse
+            code = e.code if isinstance(e.code, int) else 2
+    return code, out.getvalue(), err.getvalue()
+
+
+def check(code: int, err: str) -> None:
+    assert code in (0, 1, 2), (code, err)
+    if code == 2:
+        assert err.startswith("error: "), err
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10) | st.sampled_from(SCALARS),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6) | st.sampled_from(KEYS),
+                                                                inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@st.composite
+def json_as_yaml(draw: st.DrawFn) -> bytes:
+    value = draw(JSON)
+    style = draw(st.sampled_from([None, False, True]))
+    text = yaml.safe_dump(value, default_flow_style=style, allow_unicode=draw(st.booleans()))
+    return text.encode()
+
+
+@st.composite
+def token_yaml(draw: st.DrawFn) -> bytes:
+    """YAML put together from troublesome pieces, nested by indentation and flow brackets."""
+    lines = []
+    for _ in range(draw(st.integers(1, 8))):
+        indent = "  " * draw(st.integers(0, 3))
+        key = draw(st.sampled_from(KEYS))
+        value = draw(st.sampled_from(SCALARS) | st.text(max_size=6))
+        lines.append(f"{indent}{draw(st.sampled_from(['', '- ']))}{key}: {value}")
+    text = "\n".join(lines) + "\n"
+    depth = draw(st.sampled_from([0, 0, 0, 50, 199, 201, 3000]))
+    if depth:
+        opener, closer = draw(st.sampled_from([("[", "]"), ("{a: ", "}")]))
+        text += "deep: " + opener * depth + "1" + closer * draw(st.sampled_from([depth, 0])) + "\n"
+    data = text.encode()
+    if draw(st.integers(0, 9)) == 0:
+        data += draw(st.sampled_from([b"\xff", b"\xc3", b"\xef\xbb\xbf", b"\x00", b"\xed\xa0\x80"]))
+    return data
+
+
+@st.composite
+def mutated(draw: st.DrawFn, texts: list[str]) -> bytes:
+    """A valid document with a few characters or lines replaced, inserted or removed."""
+    text = draw(st.sampled_from(texts))
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(text)))
+        piece = draw(st.sampled_from(SCALARS + KEYS + ["\n", ":", " ", "  ", "-", "'", '"']) | st.text(max_size=3))
+        cut = draw(st.integers(0, 4))
+        text = text[:at] + piece + text[at + cut:]
+    return text.encode("utf-8", "surrogatepass")
+
+
+DOCUMENTS = st.one_of(json_as_yaml(), token_yaml(), mutated(POLICY_TEXTS))
+
+
+@given(DOCUMENTS)
+def test_render_never_crashes(document: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        policy = Path(tmp) / "policy.yaml"
+        policy.write_bytes(document)
+        check(*run("render", str(policy))[::2])
+        check(*run("render", "--cel", str(policy))[::2])
+
+
+@given(policy=st.one_of(DOCUMENTS, st.sampled_from(POLICY_TEXTS).map(str.encode)),
+       resource=st.one_of(DOCUMENTS, mutated(RESOURCE_TEXTS), st.sampled_from(RESOURCE_TEXTS).map(str.encode)),
+       operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT"]),
+       output=st.sampled_from(["yaml", "json"]))
+def test_apply_never_crashes(policy: bytes, resource: bytes, operation: str, output: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {name: Path(tmp) / f"{name}.yaml" for name in ("policy", "resource")}
+        files["policy"].write_bytes(policy)
+        files["resource"].write_bytes(resource)
+        args = ["apply", "--policy", str(files["policy"]), "--resource", str(files["resource"]),
+                "--operation", operation, "-o", output]
+        if operation == "UPDATE":
+            args += ["--old-resource", str(files["resource"])]
+        code, out, err = run(*args)
+        check(code, err)
+        if code in (0, 1) and output == "yaml":
+            assert isinstance(yaml.safe_load(out), dict)
+
+
+SUBPROCESS_INPUTS: list[Any] = [
+    b"metadata:\n  labels:\n    off: a\n    1: b\n    ~: c\n",
+    b"a: !!binary aGVsbG8=\n",
+    b"a: \xff\xfe\n",
+    b"a: " + b"[" * 3000 + b"]" * 3000 + b"\n",
+    b"a: &a [*a]\n",
+]
+
+
+@settings(max_examples=len(SUBPROCESS_INPUTS))
+@given(st.sampled_from(SUBPROCESS_INPUTS))
+def test_a_real_process_prints_no_traceback(document: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "doc.yaml"
+        path.write_bytes(document)
+        for args in (["render", str(path)], ["apply", "--policy", str(path), "--resource", str(path)]):
+            proc = subprocess.run([sys.executable, "-m", "kinitiras_py", *args], capture_output=True, timeout=120,
+                                  check=False)
+            assert proc.returncode in (0, 1, 2)
+            assert b"Traceback" not in proc.stderr, proc.stderr.decode(errors="replace")

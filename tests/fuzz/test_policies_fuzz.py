@@ -1,0 +1,167 @@
+"""Fuzz: policies with every field type-confused, against the policy checker.
+
+Invariant: ``compile_policy`` either accepts a policy or raises ``PolicyErrors`` whose every
+problem names a field path (distinct problems, a non-empty reason); it never raises anything
+else. Two sources of policies:
+
+* generated from the models' own declarations (``kinitiras_py.api.schema``), so every declared
+  field is reached, each value either well typed (enums, patterns, numbers at their edges) or
+  of another JSON type;
+* the example policies, damaged at random paths with confusing values.
+
+The profile (``ci`` or ``long``) comes from tests/fuzz/conftest.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kinitiras_py.api import policies
+from kinitiras_py.api.schema import Model, Node, fields_of
+from kinitiras_py.base.errors import PolicyErrors
+from kinitiras_py.engine.compiling import compile_policy
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+EXAMPLES = [doc for path in sorted((DATA / "examples").rglob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict)]
+# A field path: dotted keys with [index] or [map key] parts ("" for the policy itself).
+FIELD_PATH = re.compile(r"^$|^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z][A-Za-z0-9]*|\[[^\]]*\])*(\.|\[|$)")
+
+# Strings that have broken checkers before: numbers in disguise, pointers, regexes, CEL, URLs.
+NASTY_STRINGS = ["", " ", "NaN", "-1", "1e400", "99999999999999999999999999Ei", "0", "-0", "0.5", "50%", "0%",
+                 "/", "/a/~2", "/metadata/labels/a", "metadata.labels['x']", "a..b", "[0]", "/" + "a/" * 40,
+                 "/spec/containers/12345678901234567890", "(?=a)b", r"(a)\1", "a{1001}", r"\pL", "[",
+                 "file:///etc/passwd", "not a url", "http://{{metadata.name}}/x", "{{", "}}", "-1m", "1h",
+                 "object", "[]", "[{\"op\": \"add\"}]", "range(10).size() > 0 ? [] : []", "true", "1 +",
+                 "\x00", "é", "\u2028", "*", "CREATE", "Fail", "y", "off", "~", "a" * 300]
+# Strings well formed for many fields (names, quantities, factors, pointers, CEL, durations, URLs).
+PLAUSIBLE_STRINGS = ["app", "v1", "Pod", "apps/v1", "Deployment", "1", "500m", "1Gi", "0.5", "/metadata/name",
+                     "/spec/containers/0/image", "body.team", "10m", "https://teams.example/api", "[]",
+                     "true", "object.metadata.name == 'x'", "^[a-z]+$", "kubernetes.io/hostname"]
+JUNK = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(NASTY_STRINGS), st.text(max_size=8),
+    st.lists(st.sampled_from(NASTY_STRINGS), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "op", "path", "value", "from"]), st.sampled_from(NASTY_STRINGS),
+                    max_size=2),
+)
+MAX_DEPTH = 7
+
+
+def _scalar(node: Node) -> st.SearchStrategy[Any]:
+    if node.enum:
+        return st.sampled_from(node.enum)
+    if node.kind == "boolean":
+        return st.booleans()
+    numbers = st.one_of(st.sampled_from([0, 1, -1, 100, 2**31, 2**63 - 1, -(2**63)]), st.integers())
+    strings = st.one_of(st.sampled_from(NASTY_STRINGS + PLAUSIBLE_STRINGS), st.text(max_size=12))
+    if node.kind == "integer":
+        return numbers
+    if node.kind == "int-or-string":
+        return numbers | strings
+    if node.kind == "any":
+        return JUNK
+    return strings
+
+
+def value_of(node: Node, depth: int) -> st.SearchStrategy[Any]:
+    """A value for ``node``: usually well typed, sometimes anything else."""
+    if depth > MAX_DEPTH:
+        return JUNK
+    if node.kind == "object":
+        assert node.model is not None
+        well = model_of(node.model, depth + 1)
+    elif node.kind == "array":
+        assert node.item is not None
+        well = st.lists(value_of(node.item, depth + 1), max_size=2)
+    elif node.kind == "map":
+        assert node.item is not None
+        well = st.dictionaries(st.sampled_from(["a", "cpu", "memory", "x/y", "", "~"]) | st.text(max_size=4),
+                               value_of(node.item, depth + 1), max_size=2)
+    else:
+        well = _scalar(node)
+    # One value in ten is confused, so that most policies get past the first wrong type.
+    return st.integers(0, 9).flatmap(lambda n: JUNK if n == 0 else well)
+
+
+def model_of(cls: type[Model], depth: int) -> st.SearchStrategy[dict[str, Any]]:
+    """An object for model ``cls``: any subset of its fields (``cue`` is always refused: the
+    damaged examples cover it), now and then with an unknown one."""
+    specs = fields_of(cls)
+    known = st.fixed_dictionaries(
+        {f.json: value_of(f.node, depth) for f in specs if f.prop.required},
+        optional={f.json: value_of(f.node, depth) for f in specs if not f.prop.required and f.json != "cue"},
+    )
+    return st.integers(0, 19).flatmap(
+        lambda n: st.builds(lambda d, v: {**d, "unknownField": v}, known, JUNK) if n == 0 else known)
+
+
+@st.composite
+def generated_policies(draw: st.DrawFn) -> Any:
+    cls = draw(st.sampled_from(policies.POLICY_CLASSES))
+    doc: dict[str, Any] = {
+        "apiVersion": draw(st.sampled_from([policies.API_VERSION] * 9 + ["v1"])),
+        "kind": cls.INFO.kind,
+        "metadata": {"name": draw(st.sampled_from(["p"] * 9 + ["x" * 300])), "namespace": "default"},
+        "spec": draw(value_of(Node("object", model=cls.SPEC), 0)),
+    }
+    return draw(st.sampled_from([doc, doc, doc, doc, {k: v for k, v in doc.items() if k != "spec"}]))
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix] if prefix else []
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, child in children:
+        out += _paths(child, (*prefix, key))
+    return out
+
+
+@st.composite
+def damaged_examples(draw: st.DrawFn) -> Any:
+    doc = copy.deepcopy(draw(st.sampled_from(EXAMPLES)))
+    for _ in range(draw(st.integers(1, 4))):
+        path = draw(st.sampled_from(_paths(doc)))
+        node = doc
+        for key in path[:-1]:
+            node = node[key]
+        if draw(st.booleans()) and isinstance(node, dict):
+            del node[path[-1]]
+        else:
+            node[path[-1]] = draw(JUNK)
+    return doc
+
+
+def check(policy: Any) -> None:
+    """Accepted, or refused with distinct problems that each name a field."""
+    try:
+        compile_policy(policy)
+    except PolicyErrors as e:
+        found = [(err.path, err.reason) for err in e.errors]
+        assert found, "refused without a reason"
+        assert len(set(found)) == len(found), found
+        for path, reason in found:
+            assert isinstance(path, str) and FIELD_PATH.match(path), path
+            assert isinstance(reason, str) and reason.strip(), (path, reason)
+        assert str(e)
+
+
+@given(generated_policies())
+def test_generated_policies_are_accepted_or_refused_by_field(policy: Any) -> None:
+    check(policy)
+
+
+@given(damaged_examples())
+def test_damaged_examples_are_accepted_or_refused_by_field(policy: Any) -> None:
+    check(policy)
+
+
+@given(JUNK | st.lists(JUNK, max_size=3))
+def test_documents_that_are_not_policies_are_refused(doc: Any) -> None:
+    check(doc)
