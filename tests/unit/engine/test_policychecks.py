@@ -197,7 +197,7 @@ CASES: list[tuple[str, Any, str, str]] = [
     ("plaintext-bad-op", op({"plaintext": [{"op": "move", "path": "/a", "value": 1}]}),
      f"{OV}.plaintext[0].op", 'unsupported value "move"'),
     ("plaintext-relative-path", op({"plaintext": [{"op": "add", "path": "metadata/labels/a", "value": "b"}]}),
-     f"{OV}.plaintext[0].path", "must be a JSON pointer starting with '/'"),
+     f"{OV}.plaintext[0].path", '"metadata/labels/a" is not a JSON pointer'),
     ("plaintext-add-without-value", op({"plaintext": [{"op": "add", "path": "/metadata/labels/a"}]}),
      f"{OV}.plaintext[0].value", "op add needs a value"),
     ("plaintext-replace-without-value", op({"plaintext": [{"op": "replace", "path": "/spec/replicas"}]}),
@@ -270,6 +270,46 @@ CASES: list[tuple[str, Any, str, str]] = [
     ("not-an-object", ["a", "list"], "", "must be an object"),
     ("rule-without-overrider", op({}), OV, "no overrider: set template, cel, plaintext or origin"),
     ("validate-rule-without-check", cvp(message="nothing to check"), V0, "no check: set template or cel"),
+    # values that can never work (issue 10, item 5)
+    ("resources-negative-quantity", tmpl(type="resources", operation="add", resources={"limits": {"cpu": "-1"}}),
+     f"{T}.resources.limits[cpu]", "-1 is negative"),
+    ("resources-absurd-exponent", tmpl(type="resources", operation="add", resources={"requests": {"cpu": "1e400"}}),
+     f"{T}.resources.requests[cpu]", "1e400 is too large"),
+    ("origin-absurd-quantity", op({"origin": [{
+        "type": "resourceRequirements", "operation": "replace",
+        "resourceRequirements": {"limits": {"memory": "99999999999999999999999999Ei"}}}]}),
+     f"{OV}.origin[0].resourceRequirements.limits[memory]", "is too large"),
+    ("operand-nan", cond(cond="Equal", value={"integer": 2}, valueProcess={"operation": "*", "operationWith": "NaN"}),
+     f"{C}.valueProcess.operationWith", '"NaN" is not a number or a percentage'),
+    ("operand-division-by-zero", cond(cond="Equal", value={"integer": 2},
+                                      valueProcess={"operation": "/", "operationWith": "0%"}),
+     f"{C}.valueProcess.operationWith", "division by zero"),
+    ("negative-expire-duration", ref(**{"from": "http", "path": "body.team", "http": {
+        "url": "https://teams.example/api", "auth": {"authUrl": "https://auth.example/t", "username": "u",
+                                                     "password": "p", "expireDuration": "-1m"}}}),
+     f"{T}.valueRef.http.auth.expireDuration", '"-1m" is not a duration'),
+    ("http-file-url", ref(**{"from": "http", "path": "body.team", "http": {"url": "file:///etc/passwd"}}),
+     f"{T}.valueRef.http.url", "'file:///etc/passwd' is not an absolute http or https URL"),
+    ("http-not-a-url", cond(cond="Exist", dataRef={"from": "http", "path": "body.x", "http": {"url": "not a url"}}),
+     f"{C}.dataRef.http.url", "'not a url' is not an absolute http or https URL"),
+    ("http-auth-url", ref(**{"from": "http", "path": "body.team", "http": {
+        "url": "https://teams.example/{{metadata.namespace}}", "auth": {"authUrl": "/token"}}}),
+     f"{T}.valueRef.http.auth.authUrl", "'/token' is not an absolute http or https URL"),
+    ("plaintext-bad-pointer-escape", op({"plaintext": [{"op": "add", "path": "/metadata/~2", "value": 1}]}),
+     f"{OV}.plaintext[0].path", '"/metadata/~2" is not a JSON pointer'),
+    ("ref-path-too-long", cond(cond="Exist", dataRef={"from": "current", "path": "/a" * 300}),
+     f"{C}.dataRef.path", "the path has 300 parts; at most 24"),
+    ("ref-path-huge-index", cond(cond="Exist", dataRef={"from": "current",
+                                                        "path": "/spec/containers/12345678901234567890/name"}),
+     f"{C}.dataRef.path", "a list index must be at most"),
+    # regular expressions as RE2 (what CEL's matches runs) sees them (item 4)
+    *[(f"regex-{name}", cond(cond="Regex", dataRef={"from": "current", "path": "/metadata/name"},
+                             value={"string": pattern}), f"{C}.value.string", reason)
+      for name, pattern, reason in [("lookahead", "(?=a)b", "invalid perl operator: (?="),
+                                    ("backreference", r"(a)\1", r"invalid escape sequence: \1"),
+                                    ("repeat-1001", "a{1001}", "invalid repetition size: {1001}"),
+                                    ("capital-z", r"\Z", r"invalid escape sequence: \Z"),
+                                    ("lookbehind", "(?<=a)b", "invalid perl operator: (?<=")]],
 ]
 
 
@@ -277,6 +317,15 @@ CASES: list[tuple[str, Any, str, str]] = [
 def test_malformed_policy_is_refused_naming_the_field(policy: Any, path: str, reason: str) -> None:
     found = errors_of(policy)
     assert any(p == path and reason in r for p, r in found), found
+
+
+@pytest.mark.parametrize("kind", ["OverridePolicy", "ClusterOverridePolicy", "ValidatePolicy", "ClusterValidatePolicy"])
+@pytest.mark.parametrize("spec", [{}, {"spec": None}])
+def test_every_kind_needs_a_spec(kind: str, spec: dict[str, Any]) -> None:
+    """A policy without a spec has no rules: refused for all four kinds alike (kinitiras refused
+    only the ClusterOverridePolicy)."""
+    policy = {"apiVersion": API, "kind": kind, "metadata": {"name": "p", "namespace": "d"}, **spec}
+    assert errors_of(policy) == [("spec", "required field is missing")]
 
 
 def test_there_are_at_least_45_distinct_cases() -> None:
