@@ -13,10 +13,11 @@ can never match, an ignored setting) are returned as ``CompiledPolicy.warnings``
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from kinitiras_py.api import policies as models
-from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
+from kinitiras_py.base.errors import CelCompileError, CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine import origin, selectors
 from kinitiras_py.engine.compiled import (
@@ -228,6 +229,8 @@ def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
     if over.get("cel"):
         custom = checker.collect(errors, _user_cel, over["cel"], f"{opath}.cel", _OVERRIDE_RESULTS,
                                  "an override must return a list of JSON patch operations")
+        if custom is not None:
+            errors += _constant_override(custom, f"{opath}.cel")
     plaintext = _list(over.get("plaintext"))
     errors += _check_plaintext(plaintext, f"{opath}.plaintext")
     entries = _list(over.get("origin"))
@@ -268,6 +271,35 @@ def _metadata_keys(template: Obj, path: str) -> list[PolicyError]:
             else:
                 errors.append(PolicyError(value_path, problem.reason.replace("invalid value", "invalid label value")))
     return errors
+
+
+_INPUTS = re.compile(r"\b(?:" + "|".join(cel.VARIABLES) + r")\b")
+_POINTER = re.compile(r"(/([^~/]|~[01])*)*")
+_PATCH_OPS = {"add": "value", "replace": "value", "test": "value", "remove": None, "move": "from", "copy": "from"}
+
+
+def _constant_override(program: cel.Program, path: str) -> list[PolicyError]:
+    """A `cel` overrider that names no input returns the same operations on every request:
+    check them once, now, instead of failing every request."""
+    if _INPUTS.search(program.source):
+        return []
+    try:
+        ops = program.evaluate({})
+    except CelEvalError as e:
+        return [PolicyError(path, f"the expression reads no input and fails on every request: {e}")]
+    problems = []
+    for i, op in enumerate(ops if isinstance(ops, list) else [ops]):
+        name = op.get("op") if isinstance(op, dict) else None
+        if name not in _PATCH_OPS:
+            problems.append(f"[{i}] has no op among {', '.join(_PATCH_OPS)}")
+        elif not isinstance(op.get("path"), str) or not _POINTER.fullmatch(op["path"]):
+            problems.append(f"[{i}] ({name}) has no path that is a JSON pointer")
+        elif _PATCH_OPS[name] and _PATCH_OPS[name] not in op:
+            problems.append(f"[{i}] ({name}) has no {_PATCH_OPS[name]}")
+    if not problems:
+        return []
+    return [PolicyError(path, "the expression reads no input and always returns invalid JSON patch operations: "
+                              + "; ".join(problems))]
 
 
 def _check_plaintext(ops: list[Any], path: str) -> list[PolicyError]:

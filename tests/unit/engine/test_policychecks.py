@@ -302,6 +302,10 @@ CASES: list[tuple[str, Any, str, str]] = [
     ("ref-path-huge-index", cond(cond="Exist", dataRef={"from": "current",
                                                         "path": "/spec/containers/12345678901234567890/name"}),
      f"{C}.dataRef.path", "a list index must be at most"),
+    ("cel-constant-op-without-path", op({"cel": '[{"op": "add", "value": {"team": "a"}}]'}), f"{OV}.cel",
+     "reads no input and always returns invalid JSON patch operations: [0] (add) has no path"),
+    ("cel-constant-failure", op({"cel": '[{"op": "add", "path": "/a", "value": 1 / 0}]'}), f"{OV}.cel",
+     "reads no input and fails on every request: divide by zero"),
     # regular expressions as RE2 (what CEL's matches runs) sees them (item 4)
     *[(f"regex-{name}", cond(cond="Regex", dataRef={"from": "current", "path": "/metadata/name"},
                              value={"string": pattern}), f"{C}.value.string", reason)
@@ -317,6 +321,20 @@ CASES: list[tuple[str, Any, str, str]] = [
 def test_malformed_policy_is_refused_naming_the_field(policy: Any, path: str, reason: str) -> None:
     found = errors_of(policy)
     assert any(p == path and reason in r for p, r in found), found
+
+
+def test_a_cel_overrider_reading_the_object_is_not_evaluated_at_admission() -> None:
+    compile_policy(op({"cel": 'object.metadata.name == "" ? [{"op": "add"}] : []'}))
+
+
+@pytest.mark.parametrize(("name", "allowed"), [("abc", True), ("été", True), ("a1", False)])
+def test_re2_syntax_python_lacks_is_accepted_and_runs(name: str, allowed: bool) -> None:
+    from kinitiras_py.offline.apply import Case, run
+
+    policy = cond(cond="Regex", affectMode="allow", dataRef={"from": "current", "path": "/metadata/name"},
+                  value={"string": r"^\pL+$"}, message="letters only")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}}
+    assert run(Case(policies=[policy], resource=pod)).allowed is allowed
 
 
 @pytest.mark.parametrize("kind", ["OverridePolicy", "ClusterOverridePolicy", "ValidatePolicy", "ClusterValidatePolicy"])
