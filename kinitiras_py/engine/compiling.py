@@ -72,7 +72,7 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
             rules.append(built[0])
             if built[1] is not None:
                 rendered[i] = built[1]
-    errors = model_errors + [e for e in checker.errors if not _overlaps(e.path, model_errors)]
+    errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:
         raise PolicyErrors(errors, ref)
     return CompiledPolicy(
@@ -132,14 +132,20 @@ def _list(value: JSON) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _related(a: str, b: str) -> bool:
-    """Whether one field path is the other or lies inside it."""
-    short, long = sorted((a, b), key=len)
-    return long == short or (long.startswith(short) and long[len(short)] in ".[")
+def _enclosing(path: str) -> list[str]:
+    """``path`` and every path it lies inside (cut before each ``.`` or ``[``)."""
+    return [path[:i] for i, ch in enumerate(path) if ch in ".["] + [path]
 
 
-def _overlaps(path: str, reported: list[PolicyError]) -> bool:
-    return any(_related(path, e.path) for e in reported)
+def _not_overlapping(errors: list[PolicyError], reported: list[PolicyError]) -> list[PolicyError]:
+    """The ``errors`` whose path is not one of ``reported``'s, nor inside one, nor around one.
+
+    Set lookups keep this linear in the paths' length: a policy with thousands of bad entries
+    is refused in milliseconds, not minutes (pairwise comparison was quadratic).
+    """
+    exact = {e.path for e in reported}
+    around = {p for e in reported for p in _enclosing(e.path)}
+    return [e for e in errors if e.path not in around and not any(p in exact for p in _enclosing(e.path))]
 
 
 def _check_selectors(sels: list[Any]) -> None:
