@@ -9,7 +9,7 @@ from typing import Any
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import overriding, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.evaluation.cel import Bindings
+from kinitiras_py.engine.evaluation.cel import Bindings, runs_long
 from kinitiras_py.engine.results import Mutation, Verdict
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.refs import resolver
@@ -94,6 +94,9 @@ class Pipeline:
         if not matches:
             return Mutation(object=request.object)
         variables = await self._variables(request, request.object)
+        if runs_long((p for _, rule in matches for p in (rule.rendered, rule.cel)), request.object):
+            # Off the event loop: it serves probes and keeps the deadline whenever our functions run.
+            return await asyncio.to_thread(overriding.mutate, matches, request.object, variables, params, errors)
         return overriding.mutate(matches, request.object, variables, params, errors)
 
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
@@ -110,7 +113,10 @@ class Pipeline:
         # HTTP calls or lookups for a request that is refused anyway).
         for match in matches:
             params, errors = await self._params([match], obj)
-            one = validating.validate([match], variables, params, errors, shared)
+            if runs_long((match[1].rendered, match[1].cel), obj):
+                one = await asyncio.to_thread(validating.validate, [match], variables, params, errors, shared)
+            else:
+                one = validating.validate([match], variables, params, errors, shared)
             verdict.warnings += one.warnings
             verdict.audit += one.audit
             verdict.ignored += one.ignored

@@ -34,8 +34,10 @@ cel-expr-python 0.1.3, and what this module does about it
     * Selecting a field of ``null`` is an error, even under ``has()`` or ``.?``: on CREATE
       ``oldObject.metadata``, ``has(oldObject.metadata)`` and ``oldObject.?metadata`` all fail,
       so test ``oldObject != null`` first.
-    * Evaluation holds the GIL (measured: a counting thread stalls for the whole evaluation),
-      so running it in another thread does not free the event loop. What bounds it instead:
+    * Evaluation holds the GIL (measured: a counting thread stalls for the whole evaluation)
+      except while our Python functions run, so a worker thread frees the event loop only
+      between those calls (:func:`runs_long` says when one is worth its ~100 µs). What bounds
+      an evaluation instead:
       :func:`compile_program` refuses a program whose estimated cost (:mod:`.cost`) exceeds
       :data:`cost.BUDGET` even for small requests, and a program admitted for smaller requests
       only refuses larger ones (:attr:`Program.bound`); cel-cpp stops after
@@ -49,7 +51,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +66,10 @@ from kinitiras_py.engine.evaluation import bounds, celbridge, celcheck, celext, 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject")
 MAX_SOURCE_BYTES = 64 * 1024
 CACHE_SIZE = 1024
+INLINE_COST = 1_000_000
+"""Programs estimated above this (Kubernetes' PerCallLimit, ~0.1 s) may run in a worker thread."""
+INLINE_BYTES = 64 * 1024
+"""Objects above this make programs that could cost more than INLINE_COST run in a worker thread."""
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # absl status decorations around cel-cpp messages: "INVALID_ARGUMENT: ... [INVALID_ARGUMENT]".
@@ -194,6 +200,24 @@ class Bindings:
         if self._activation is None:
             self._activation = _env().Activation(data=_prepare(self._variables))
         return self._activation
+
+
+def runs_long(programs: Iterable[Program | None], obj: JSON) -> bool:
+    """Whether evaluating ``programs`` against ``obj`` may take long enough to leave the event loop.
+
+    True when a program costs more than :data:`INLINE_COST` by itself, or may for a request
+    larger than :data:`INLINE_BYTES` and ``obj`` is. A thread hop costs about 100 µs, so the
+    common small request is evaluated where it is.
+    """
+    dear = [p for p in programs if p is not None and p.bound.cost > INLINE_COST]
+    if any(p.bound.base > INLINE_COST for p in dear):
+        return True
+    if not dear:
+        return False
+    try:
+        return len(orjson.dumps(obj, option=orjson.OPT_PASSTHROUGH_SUBCLASS)) > INLINE_BYTES
+    except TypeError:  # not plain JSON (an integer beyond 64 bits): the conversion reports it
+        return False
 
 
 def _prepare(variables: Mapping[str, JSON]) -> dict[str, Any]:
