@@ -2,13 +2,16 @@
 
 Exit codes: 0 success (``apply``: allowed; ``test``: every case passed), 1 a verdict against
 (``apply``: denied; ``test``: a case failed), 2 bad input (missing file, malformed YAML, a policy
-refused with its field paths, missing ``--old-resource`` for UPDATE).
+refused with its field paths, missing ``--old-resource`` for UPDATE), 3 an internal error (a bug:
+one line on stderr instead of a traceback, so that it is never mistaken for a denial).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -28,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("policy", help="policy YAML file (- for stdin); several documents are allowed")
     p.add_argument("--cel", action="store_true",
                    help="print only the rendered CEL of each templated rule, under a comment naming it")
-    p.set_defaults(handler=_render)
+    p.set_defaults(handler=_guarded(_render))
 
     p = sub.add_parser("apply", help="run policies on a resource as the webhook would (mutate, then validate)",
                        description="Run policies on one object as the webhook would: override policies, then "
@@ -40,13 +43,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--context", action="append", default=[],
                    help="objects for k8s/owner references and HTTPResponse documents (repeatable)")
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
-    p.set_defaults(handler=_apply)
+    p.set_defaults(handler=_guarded(_apply))
 
     p = sub.add_parser("test", help="run declarative test cases (kinitiras-test.yaml files) under DIR",
                        description="Run every kinitiras-test.yaml under DIR; print a unified diff for each "
                                    "object that differs. Exit 0 all passed, 1 a case failed, 2 bad input.")
     p.add_argument("dir", type=Path)
-    p.set_defaults(handler=_test)
+    p.set_defaults(handler=_guarded(_test))
+
+
+INTERNAL_ERROR = 3
+
+
+def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``handler`` whose unexpected exceptions exit 3 with one line, not 1 with a traceback."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except Exception as e:  # every bug, whatever it is, must exit apart from a denial
+            print(f"error: internal error, please report it with the input: {type(e).__name__}: {e}",
+                  file=sys.stderr)
+            return INTERNAL_ERROR
+
+    return run
 
 
 def _error(message: str) -> int:

@@ -421,3 +421,17 @@ def test_render_output_reads_back_identically(capsys: pytest.CaptureFixture[str]
     assert again["metadata"] == policy["metadata"]
     code, out2, _ = run(capsys, "render", write(tmp_path / "again.yaml", out))
     assert (code, out2) == (0, out)  # our own reader (kubectl's rules) reads it back the same
+
+
+def test_an_internal_error_exits_3_in_one_line_never_1(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kinitiras_py.offline import apply
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise TypeError("Dict key must be str")
+
+    monkeypatch.setattr(apply, "run", broken)
+    code, out, err = run(capsys, "apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
+                         "--resource", write(tmp_path / "pod.yaml", POD))
+    assert (code, out) == (3, "")
+    assert err == "error: internal error, please report it with the input: TypeError: Dict key must be str\n"
