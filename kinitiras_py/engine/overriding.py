@@ -99,7 +99,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
             return Mutation(object=obj, failure=failure, warnings=mutation.warnings, ignored=mutation.ignored,
                             timings=mutation.timings)
         if trial is not None and trial.changed:  # the rule's operations hold: they all succeeded
-            if not patchlog.same(trial.doc, working):
+            # Python's != is quick but takes 1, 1.0 and true for equal; same() tells them apart.
+            if trial.doc != working or not patchlog.same(trial.doc, working):
                 mutation.applied.append(RuleId(pid, rule.index))
             bound = None
             working = trial.doc

@@ -22,6 +22,7 @@ from kinitiras_py.base.errors import PatchError
 from kinitiras_py.base.typedefs import JSON, Patch
 
 _INDEX = re.compile(r"0|[1-9][0-9]*")
+_BAD_ESCAPE = re.compile(r"~(?![01])")
 _OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 _MISSING: Any = object()
 
@@ -53,9 +54,11 @@ def _split(path: object) -> list[str]:
     if not path.startswith("/"):
         raise PatchError("a JSON pointer must be empty or start with '/'")
     tokens = path[1:].split("/")
+    if "~" not in path:
+        return tokens
     for token in tokens:
         # RFC 6901: '~' must be followed by 0 or 1.
-        if re.search(r"~(?![01])", token):
+        if _BAD_ESCAPE.search(token):
             raise PatchError(f"invalid escape in pointer token {token!r}")
     # '~1' first, then '~0', so that '~01' decodes to '~1' and not '/'.
     return [t.replace("~1", "/").replace("~0", "~") for t in tokens]
