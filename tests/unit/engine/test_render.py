@@ -101,6 +101,7 @@ cel.bind(spec, cel.bind(s, (
       .optFlatMap(v, type(v) == map ? v[?"template"] : optional.none())
       .optFlatMap(v, type(v) == map ? v[?"spec"] : optional.none()) :
     optional.none()).orValue({}), type(s) == map ? s : dyn({})),
+// containers then init containers, only those named ["app"], each with its JSON pointer
 cel.bind(containers,
   cel.bind(items, spec[?"containers"].orValue([]),
     type(items) != list || size(items) == 0 ? [] : range(size(items))
@@ -110,6 +111,7 @@ cel.bind(containers,
     type(items) != list || size(items) == 0 ? [] : range(size(items))
       .filter(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"])
       .map(i, {"container": dyn(items[i]), "path": at + "/initContainers/" + string(i)})),
+// per container: its requests (null when missing) and, unless removing, what the factors make of its limits
 cel.bind(entries, containers.map(c, cel.bind(resources, c.container[?"resources"].orValue({}),
   cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
   cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
@@ -122,6 +124,7 @@ cel.bind(entries, containers.map(c, cel.bind(resources, c.container[?"resources"
         : optional.of(string(q).scale("0.2", "1")))
     }
   })))),
+  // missing requests are added whole; present ones are set one by one where they differ
   entries.filter(c, c.requests == null && size(c.wanted) > 0)
     .map(c, {"op": "add", "path": c.path, "value": c.wanted})
   + entries.filter(c, c.requests != null && "cpu" in c.wanted
@@ -152,6 +155,7 @@ cel.bind(spec, cel.bind(s, (
       .optFlatMap(v, type(v) == map ? v[?"template"] : optional.none())
       .optFlatMap(v, type(v) == map ? v[?"spec"] : optional.none()) :
     optional.none()).orValue({}), type(s) == map ? s : dyn({})),
+// containers then init containers, each with its JSON pointer
 cel.bind(containers,
   cel.bind(items, spec[?"containers"].orValue([]),
     type(items) != list || size(items) == 0 ? [] : range(size(items))
@@ -161,6 +165,7 @@ cel.bind(containers,
     type(items) != list || size(items) == 0 ? [] : range(size(items))
       .filter(i, type(items[i]) == map)
       .map(i, {"container": dyn(items[i]), "path": at + "/initContainers/" + string(i)})),
+// per container: its requests (null when missing) and, unless removing, what the factors make of its limits
 cel.bind(entries, containers.map(c, cel.bind(resources, c.container[?"resources"].orValue({}),
   cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
   cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
@@ -194,6 +199,7 @@ cel.bind(spec, cel.bind(s, (
       .optFlatMap(v, type(v) == map ? v[?"template"] : optional.none())
       .optFlatMap(v, type(v) == map ? v[?"spec"] : optional.none()) :
     optional.none()).orValue({}), type(s) == map ? s : dyn({})),
+// containers then init containers, each with its JSON pointer
 cel.bind(containers,
   cel.bind(items, spec[?"containers"].orValue([]),
     type(items) != list || size(items) == 0 ? [] : range(size(items))
@@ -203,6 +209,7 @@ cel.bind(containers,
     type(items) != list || size(items) == 0 ? [] : range(size(items))
       .filter(i, type(items[i]) == map)
       .map(i, {"container": dyn(items[i]), "path": at + "/initContainers/" + string(i)})),
+// per container: its resources, requests and limits (null when missing or not a map)
 cel.bind(entries, containers.map(c, cel.bind(resources, c.container[?"resources"].orValue(dyn(null)),
   cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
   cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue(dyn(null)) : dyn(null), {
