@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import resource
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kinitiras_py.base.errors import CelEvalError, PolicyErrors
 from kinitiras_py.engine import overriding
@@ -100,3 +105,19 @@ def test_a_request_beyond_the_bound_is_a_rule_error_under_failure_policy(failure
     assert (mutation.failure is not None) is denied
     reason = str(mutation.failure) if denied else " ".join(mutation.warnings)
     assert "too large for this expression's cost bound" in reason and "1500 entries" in reason
+
+
+def test_offline_apply_refuses_the_range_bomb_within_bounded_memory(tmp_path: Path) -> None:
+    # The process may not map more than 1.5 GiB: range(50000000) once took 3 GB.
+    policy = tmp_path / "p.yaml"
+    policy.write_text(yaml.safe_dump(_override("range(50000000).size() > 0 ? [] : []")))
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump(_pod(1)))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**29, 3 * 2**29))
+
+    command = [sys.executable, "-m", "kinitiras_py", "apply", "--policy", str(policy), "--resource", str(pod)]
+    done = subprocess.run(command, capture_output=True, text=True, preexec_fn=limit, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "spec.overrideRules[0].overriders.cel" in done.stderr and "estimated cost" in done.stderr
