@@ -103,7 +103,7 @@ def _store(obj: Obj, field: str, value: JSON) -> Patch:
     return [{"op": "add", "path": where, "value": value}]
 
 
-def _apply_map(obj: Obj, entry: Obj) -> Patch:
+def _map_ops(obj: Obj, entry: Obj) -> Patch:
     field, payload = entry["type"], entry[entry["type"]]
     current: Obj = _current(obj, field, dict)
     if entry["operation"] == "remove":
@@ -115,7 +115,7 @@ def _apply_map(obj: Obj, entry: Obj) -> Patch:
     return _store(obj, field, result)
 
 
-def _apply_set(obj: Obj, entry: Obj) -> Patch:
+def _set_ops(obj: Obj, entry: Obj) -> Patch:
     field = entry["type"]
     return _store(obj, field, None if entry["operation"] == "remove" else entry[field])
 
@@ -131,7 +131,7 @@ def _container(obj: Obj, entry: Obj) -> tuple[str, Obj]:
     return patching.pointer(*path, field, position), container
 
 
-def _apply_requirements(obj: Obj, entry: Obj) -> Patch:
+def _requirements_ops(obj: Obj, entry: Obj) -> Patch:
     where, container = _container(obj, entry)
     if entry["operation"] == "remove":
         return [{"op": "remove", "path": f"{where}/resources"}] if "resources" in container else []
@@ -144,7 +144,7 @@ def _apply_requirements(obj: Obj, entry: Obj) -> Patch:
     return [{"op": "add", "path": f"{where}/resources", "value": resources}]
 
 
-def _apply_oversell(obj: Obj, entry: Obj) -> Patch:
+def _oversell_ops(obj: Obj, entry: Obj) -> Patch:
     where, container = _container(obj, entry)
     resources = container.get("resources")
     if not isinstance(resources, dict):
@@ -174,7 +174,7 @@ def _identity(toleration: Obj) -> tuple[str, str, str, str]:
             toleration.get("value") or "", toleration.get("effect") or "")
 
 
-def _apply_tolerations(obj: Obj, entry: Obj) -> Patch:
+def _tolerations_ops(obj: Obj, entry: Obj) -> Patch:
     current: list[Any] = _current(obj, "tolerations", list)
     if not all(isinstance(t, dict) for t in current):
         raise _Failure("tolerations holds an item that is not an object")
@@ -200,19 +200,19 @@ class _Type(NamedTuple):
 
 
 _TYPES: dict[str, _Type] = {
-    "annotations": _Type("annotations", _OPERATIONS, True, values.string_map, _apply_map),
-    "labels": _Type("labels", _OPERATIONS, True, values.string_map, _apply_map),
-    "nodeSelector": _Type("nodeSelector", _OPERATIONS, True, values.string_map, _apply_map),
-    "hostNetwork": _Type("hostNetwork", _OPERATIONS, False, values.of_type(bool, "a boolean"), _apply_set),
-    "schedulerName": _Type("schedulerName", _OPERATIONS, False, values.of_type(str, "a string"), _apply_set),
-    "affinity": _Type("affinity", _OPERATIONS, False, values.of_type(dict, "an object"), _apply_set),
+    "annotations": _Type("annotations", _OPERATIONS, True, values.string_map, _map_ops),
+    "labels": _Type("labels", _OPERATIONS, True, values.string_map, _map_ops),
+    "nodeSelector": _Type("nodeSelector", _OPERATIONS, True, values.string_map, _map_ops),
+    "hostNetwork": _Type("hostNetwork", _OPERATIONS, False, values.of_type(bool, "a boolean"), _set_ops),
+    "schedulerName": _Type("schedulerName", _OPERATIONS, False, values.of_type(str, "a string"), _set_ops),
+    "affinity": _Type("affinity", _OPERATIONS, False, values.of_type(dict, "an object"), _set_ops),
     "topologySpreadConstraints": _Type("topologySpreadConstraints", _OPERATIONS, False, values.object_list,
-                                       _apply_set),
+                                       _set_ops),
     "resourceRequirements": _Type("resourceRequirements", _OPERATIONS, False, values.resources,
-                                  _apply_requirements),
+                                  _requirements_ops),
     # Scaling has no inverse, so there is nothing to remove.
-    "resourceOversell": _Type("resourcesOversell", ("add", "replace"), True, values.oversell, _apply_oversell),
-    "tolerations": _Type("tolerations", _OPERATIONS, True, values.tolerations, _apply_tolerations),
+    "resourceOversell": _Type("resourcesOversell", ("add", "replace"), True, values.oversell, _oversell_ops),
+    "tolerations": _Type("tolerations", _OPERATIONS, True, values.tolerations, _tolerations_ops),
 }
 _TYPE_NAMES = tuple(_TYPES)
 _RESOURCE_TYPES = ("resourceRequirements", "resourceOversell")
