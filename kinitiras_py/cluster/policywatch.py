@@ -83,7 +83,8 @@ class PolicyWatch:
         self._sync_task: asyncio.Task[None] | None = None
         self.informers: dict[str, Informer] = {}
         for kind, resource in policy_resources().items():
-            informer = Informer(client, resource, watch_timeout=watch_timeout)
+            # Compact: the request path reads policies compiled; the objects are read for status only.
+            informer = Informer(client, resource, watch_timeout=watch_timeout, compact=True)
             informer.on_add(self._upsert)
             informer.on_update(lambda _old, new: self._upsert(new))
             informer.on_delete(self._delete)

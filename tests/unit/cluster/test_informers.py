@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
 from kinitiras_py.cluster.client import Resource
-from kinitiras_py.cluster.informers import Gone, Informer
+from kinitiras_py.cluster.informers import Gone, Informer, _packed
 from tests.unit.cluster.conftest import END, FakeApi, api_error, cm, eventually, page
 
 CONFIGMAPS = Resource("", "v1", "configmaps", True, "ConfigMap")
@@ -65,7 +67,8 @@ async def test_paginated_first_list_fills_the_cache_and_sets_synced(fake: FakeAp
     assert fake.closed_watches == 1 and fake.open_watches == 0
 
 
-async def test_watch_events_update_cache_handlers_and_resource_version(fake: FakeApi) -> None:
+@pytest.mark.parametrize("compact", [False, True], ids=["dicts", "compact"])
+async def test_watch_events_update_cache_handlers_and_resource_version(fake: FakeApi, compact: bool) -> None:
     fake.route("GET", PATH, page([cm("a", "10", k="1")], "10"))
     fake.watches = [[
         {"type": "ADDED", "object": cm("b", "11", k="b")},
@@ -75,7 +78,7 @@ async def test_watch_events_update_cache_handlers_and_resource_version(fake: Fak
         {"type": "MODIFIED", "object": cm("c", "22")},  # unknown so far: an add
         END,
     ]]
-    inf = informer(fake, label_selector="app=x")
+    inf = informer(fake, label_selector="app=x", compact=compact)
     events = Events(inf)
     inf.start()
     try:
@@ -108,13 +111,14 @@ async def test_bookmark_moves_the_resource_version(fake: FakeApi) -> None:
                                   {"type": "ERROR", "object": {"kind": "Status", "code": 410,
                                                                "message": "too old resource version"}}],
                          ids=["ApiException-410", "ERROR-event-410"])
-async def test_410_relists_and_synthesises_the_missed_events(fake: FakeApi, gone: Any) -> None:
+@pytest.mark.parametrize("compact", [False, True], ids=["dicts", "compact"])
+async def test_410_relists_and_synthesises_the_missed_events(fake: FakeApi, gone: Any, compact: bool) -> None:
     fake.route("GET", PATH, [
         page([cm("kept", "1", k="0"), cm("changed", "2", k="0"), cm("vanished", "3", k="0")], "3"),
         page([cm("kept", "1", k="0"), cm("changed", "7", k="1"), cm("new", "8", k="0")], "9"),
     ])
     fake.watches = [[gone]]
-    inf = informer(fake)
+    inf = informer(fake, compact=compact)
     events = Events(inf)
     inf.start()
     try:
@@ -231,3 +235,31 @@ async def test_managed_fields_are_dropped_unless_kept(fake: FakeApi) -> None:
     kept = informer(fake, keep_managed_fields=True)
     await kept.relist()
     assert kept.get("ns", "a")["metadata"]["managedFields"]  # type: ignore[index]
+
+
+async def test_a_compact_cache_keeps_json_text_and_hands_out_copies(fake: FakeApi) -> None:
+    fake.route("GET", PATH, page([cm("a", "10", k="1")], "10"))
+    inf = informer(fake, compact=True)
+    inf.start()
+    try:
+        await asyncio.wait_for(inf.synced.wait(), 1)
+        assert isinstance(inf._cache["ns"]["a"], bytes)
+        got = inf.get("ns", "a")
+        assert got is not None and got["data"] == {"k": "1"}
+        got["data"]["k"] = "changed by a caller"
+        assert inf.get("ns", "a")["data"] == {"k": "1"}  # type: ignore[index]
+        assert [o["data"] for o in inf.list("ns")] == [{"k": "1"}] and len(inf) == 1
+    finally:
+        await inf.stop()
+
+
+def test_a_packed_object_holds_only_its_text() -> None:
+    obj = cm("a", "1", k="v" * 600)
+    tracemalloc.start()
+    try:
+        packed = _packed(obj)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert orjson.loads(packed) == obj
+    assert held < 2 * len(packed)  # orjson's own bytes object would keep an 8 KiB buffer
