@@ -18,7 +18,7 @@ import orjson
 
 from kinitiras_py.base.errors import CelEvalError
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import cost
+from kinitiras_py.engine.evaluation import cost, costmodel
 
 TIME_LIMIT = 1.0
 """Seconds after which our functions make an evaluation fail (checked at each call)."""
@@ -38,8 +38,8 @@ def stop() -> None:
 
 
 def bounded(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
-    """``impl`` refusing to run past the time limit, and lists over :data:`cost.FUNCTION_ITEMS`."""
-    limit = cost.FUNCTION_ITEMS
+    """``impl`` refusing to run past the time limit, and lists over :data:`costmodel.FUNCTION_ITEMS`."""
+    limit = costmodel.FUNCTION_ITEMS
     counted = name in ("range", "lists.range")  # refused before the list exists
 
     def call(*args: Any) -> Any:

@@ -42,7 +42,7 @@ cel-expr-python 0.1.3, and what this module does about it
       :data:`cost.BUDGET` even for small requests, and a program admitted for smaller requests
       only refuses larger ones (:attr:`Program.bound`); cel-cpp stops after
       :data:`cost.MAX_ITERATIONS` loop iterations; our
-      functions refuse lists longer than :data:`cost.FUNCTION_ITEMS` and give up once an
+      functions refuse lists longer than :data:`costmodel.FUNCTION_ITEMS` and give up once an
       evaluation has run :data:`bounds.TIME_LIMIT` seconds (:mod:`.bounds`).
 """
 
