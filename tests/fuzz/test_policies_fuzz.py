@@ -1,8 +1,9 @@
 """Fuzz: policies with every field type-confused, against the policy checker.
 
 Invariant: ``compile_policy`` either accepts a policy or raises ``PolicyErrors`` whose every
-problem names a field path (distinct problems, a non-empty reason); it never raises anything
-else. Two sources of policies:
+problem names a field path (distinct problems, a non-empty reason), and a template's rendered
+CEL never fails to compile (that error would name the template, not the user's field); it never
+raises anything else. Two sources of policies:
 
 * generated from the models' own declarations (``kinitiras_py.api.schema``), so every declared
   field is reached, each value either well typed (enums, patterns, numbers at their edges) or
@@ -149,6 +150,8 @@ def check(policy: Any) -> None:
         for path, reason in found:
             assert isinstance(path, str) and FIELD_PATH.match(path), path
             assert isinstance(reason, str) and reason.strip(), (path, reason)
+            # The user wrote no CEL in a template: a CEL error there must name the field that caused it.
+            assert not (path.endswith(".template") and reason.startswith("invalid CEL: ERROR")), (path, reason)
         assert str(e)
 
 
@@ -165,3 +168,33 @@ def test_damaged_examples_are_accepted_or_refused_by_field(policy: Any) -> None:
 @given(JUNK | st.lists(JUNK, max_size=3))
 def test_documents_that_are_not_policies_are_refused(doc: Any) -> None:
     check(doc)
+
+
+TEXT = st.text(max_size=20) | st.sampled_from(NASTY_STRINGS + PLAUSIBLE_STRINGS)
+
+
+@st.composite
+def templates_with_odd_text(draw: st.DrawFn) -> Any:
+    """Templates whose free-text fields (keys, values, paths, patterns, URLs) hold any text: what
+    ends up inside CEL string literals and reference expressions."""
+    ref = {"from": draw(st.sampled_from(["current", "old", "owner", "http", "k8s"])), "path": draw(TEXT)}
+    if ref["from"] == "http":
+        ref["http"] = {"url": "https://x.example/" + draw(TEXT), "params": {draw(TEXT): draw(TEXT)}}
+    if ref["from"] == "k8s":
+        ref["k8s"] = {"apiVersion": "v1", "kind": "ConfigMap", "name": draw(TEXT)}
+    if draw(st.booleans()):
+        value = draw(st.sampled_from([{"string": draw(TEXT)}, {"stringMap": {draw(TEXT): draw(TEXT)}},
+                                      {"stringSlice": [draw(TEXT)]}, {"float": draw(TEXT)}]))
+        template = {"type": draw(st.sampled_from(["labels", "annotations"])), "path": draw(TEXT),
+                    "operation": draw(st.sampled_from(["add", "replace", "remove"])), "value": value}
+        return {"apiVersion": policies.API_VERSION, "kind": "ClusterOverridePolicy", "metadata": {"name": "p"},
+                "spec": {"overrideRules": [{"overriders": {"template": template}}]}}
+    cond = {"cond": draw(st.sampled_from(["Equal", "In", "Regex", "Gt", "Exist"])), "dataRef": ref,
+            "value": {"string": draw(TEXT)}, "message": draw(TEXT)}
+    return {"apiVersion": policies.API_VERSION, "kind": "ClusterValidatePolicy", "metadata": {"name": "p"},
+            "spec": {"validateRules": [{"template": {"type": "condition", "condition": cond}}]}}
+
+
+@given(templates_with_odd_text())
+def test_templates_with_any_text_are_accepted_or_refused_by_field(policy: Any) -> None:
+    check(policy)
