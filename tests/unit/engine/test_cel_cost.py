@@ -81,7 +81,7 @@ def test_cel_cpp_stops_after_its_iteration_budget() -> None:
 MAPPING = 'object.spec.containers.map(c, c.name).size() > 100000 ? [{"op": "add", "path": "/x", "value": 1}] : []'
 
 
-def _pod(containers: int) -> dict[str, object]:
+def _pod(containers: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
             "spec": {"containers": [{"name": f"c{i}", "image": "nginx"} for i in range(containers)]}}
 
@@ -121,3 +121,18 @@ def test_offline_apply_refuses_the_range_bomb_within_bounded_memory(tmp_path: Pa
     done = subprocess.run(command, capture_output=True, text=True, preexec_fn=limit, timeout=120, check=False)
     assert done.returncode == 2, done.stderr
     assert "spec.overrideRules[0].overriders.cel" in done.stderr and "estimated cost" in done.stderr
+
+
+def test_only_requests_that_may_run_long_leave_the_event_loop() -> None:
+    cheap = cel.compile_program("has(object.metadata.labels)")
+    dear_by_itself = cel.compile_program("range(1000).exists(i, range(6).exists(j, quantity(string(i * 6 + j) + 'Mi')"
+                                         ".scale('0.5', '1') == 'x'))")
+    dear_on_large_objects = cel.compile_program("workload.podSpecPath(object.apiVersion, object.kind) == ''")
+    assert dear_by_itself.bound.base > cel.INLINE_COST > dear_on_large_objects.bound.base
+    assert dear_on_large_objects.bound.cost > cel.INLINE_COST
+    small, large = _pod(3), _pod(3)
+    large["metadata"]["annotations"] = {"pad": "x" * cel.INLINE_BYTES}
+    assert not cel.runs_long([cheap, None], large)
+    assert cel.runs_long([cheap, dear_by_itself], small)
+    assert not cel.runs_long([dear_on_large_objects], small)
+    assert cel.runs_long([dear_on_large_objects], large)
