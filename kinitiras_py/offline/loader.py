@@ -19,6 +19,7 @@ import io
 import math
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +70,24 @@ class _Loader(yaml.SafeLoader):
     def construct_document(self, node: Node) -> Any:
         """Refuse a document that aliases make cyclic, deeper than the limit or huge before building it."""
         _Measure().measure(node, 1)
-        return super().construct_document(node)
+        try:
+            return super().construct_document(node)
+        except (ValueError, KeyError, TypeError, OverflowError) as e:  # a tag that does not fit its node
+            raise _Refused(f"cannot be read: {e}", node) from None
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        """A node's value; an explicit tag that does not fit the text (``!!float x``) is refused."""
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, KeyError, TypeError, OverflowError):
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            raise _Refused(f"{str(node.value)[:40]!r} cannot be read as {tag}", node) from None
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         """A mapping with its keys as sigs.k8s.io/yaml writes them into JSON (the last of equal
         keys wins, as there)."""
+        if not isinstance(node, MappingNode):
+            raise _Refused(f"{node.tag.replace('tag:yaml.org,2002:', '!!')} needs a mapping", node)
         self.flatten_mapping(node)  # merge keys (<<)
         return {_json_key(self.construct_object(key_node, deep=deep), key_node):
                 self.construct_object(value_node, deep=deep) for key_node, value_node in node.value}
@@ -140,7 +154,10 @@ def _construct_int(loader: yaml.SafeLoader, node: Node) -> int | float:
         if -(2**63) <= value <= _UINT64_MAX:
             return value
         return float(value)  # go-yaml reads an integer beyond 64 bits as a float
-    except (ValueError, OverflowError):  # beyond Python's digit limit, or a float's range
+    except (ValueError, OverflowError):
+        if not re.fullmatch(r"[-+]?[0-9_]+", str(node.value)):  # an explicit !!int on other text
+            raise _Refused(f"{str(node.value)[:40]!r} cannot be read as !!int", node) from None
+        # beyond Python's digit limit, or a float's range
         raise _Refused(f"the integer {str(node.value)[:20]}... is too large", node) from None
 
 
@@ -156,8 +173,11 @@ def _refuse_binary(loader: yaml.SafeLoader, node: Node) -> None:
 
 
 def _construct_set(loader: yaml.SafeLoader, node: Node) -> dict[Any, None]:
-    assert isinstance(node, MappingNode)
-    return dict.fromkeys(loader.construct_mapping(node))
+    return dict.fromkeys(loader.construct_mapping(node))  # type: ignore[arg-type] # refuses non-mappings
+
+
+def _construct_list(loader: yaml.SafeLoader, node: Node) -> Iterator[list[Any]]:
+    yield from loader.construct_yaml_seq(node)
 
 
 def _construct_timestamp(loader: yaml.SafeLoader, node: Node) -> str:
@@ -169,6 +189,9 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 _Loader.add_constructor("tag:yaml.org,2002:binary", _refuse_binary)
 _Loader.add_constructor("tag:yaml.org,2002:set", _construct_set)
+# Ordered maps and pairs stay what they are written as: lists of one-key mappings.
+_Loader.add_constructor("tag:yaml.org,2002:omap", _construct_list)
+_Loader.add_constructor("tag:yaml.org,2002:pairs", _construct_list)
 _Loader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:timestamp"]

@@ -32,6 +32,7 @@ def parse(text: str) -> object:
     # go-yaml v2 booleans PyYAML does not know.
     ("[y, Y, n, N, yes, off]", [True, True, False, False, True, False]),
     ("a: !!set {x, z}", {"a": {"x": None, "z": None}}),
+    ("a: !!omap [{x: 1}, {z: 2}]", {"a": [{"x": 1}, {"z": 2}]}),  # no tuples: JSON has none
     ("a: 99999999999999999999", {"a": 1e20}),
     ("a: 18446744073709551615", {"a": 18446744073709551615}),
     ("<<: {a: 1}\nb: 2", {"a": 1, "b": 2}),
@@ -57,6 +58,12 @@ def test_reads_what_kubectl_reads(text: str, expected: object) -> None:
         f"{c}: &{c} [{','.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True)),
      "more than 1000000 values"),
     ("a: !foo 1", 'could not determine a constructor for the tag \'!foo\'\n  in "f.yaml", line 1'),
+    # explicit tags that do not fit their text (found by the CLI fuzz: ValueError tracebacks)
+    ("!!float x# c", "f.yaml:1:1: 'x# c' cannot be read as !!float"),
+    ("a: !!int x", "f.yaml:1:4: 'x' cannot be read as !!int"),
+    ("a: !!bool x", "f.yaml:1:4: 'x' cannot be read as !!bool"),
+    ("a: !!map x", "f.yaml:1:4: !!map needs a mapping"),
+    ("a: !!set [x]", "f.yaml:1:4: !!set needs a mapping"),
     ("a: [", "f.yaml: not valid YAML"),
 ])
 def test_refuses_what_json_cannot_hold(text: str, message: str) -> None:
