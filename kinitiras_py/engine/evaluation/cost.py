@@ -179,7 +179,8 @@ class _Walker:
     def list(self, body: bytes, env: dict[str, Val]) -> Val:
         elements = [self.expr(v, env) for n, v in fields(body) if n == 1]
         self.charge(lambda _: 10 + len(elements), [])
-        return Val(len(elements), sum(e.bytes for e in elements) + 2, merge(*elements), element=join(elements))
+        return Val(len(elements), sum(e.bytes for e in elements) + 2, merge(*elements), element=join(elements),
+                   listed=True)
 
     def map(self, body: bytes, env: dict[str, Val]) -> Val:
         vals: list[Val] = []
@@ -244,7 +245,7 @@ class _Walker:
         grown = n * max(0.0, one.bytes - init.bytes) + max(0.0, step.bytes - one.bytes)
         origin = merge(init, step)
         accumulator = Val(init.items + n * max(0.0, step.items - init.items), init.bytes + grown,
-                           DATA if origin >= 0 else origin, element=step.element)
+                           DATA if origin >= 0 else origin, element=step.element, listed=init.listed)
         scope = {**inner, names[3]: accumulator}
         self.expr(parts[5], scope)
         self.expr(parts[6], scope)

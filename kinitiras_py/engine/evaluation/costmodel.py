@@ -38,6 +38,7 @@ class Val:
     element: Val | None = None  # of a list built in the expression
     fields: tuple[tuple[str, Val], ...] | None = None  # of a map literal with string keys
     distinct: bool = False  # a list of distinct indexes (range): indexing with them visits each once
+    listed: bool = False  # known to be a list (a literal, a loop's result): `+` copies handles, not bytes
 
     def small(self) -> Val:
         """The value as one of many list elements sharing the list's size (see module doc)."""
@@ -70,7 +71,8 @@ def join(vals: list[Val]) -> Val | None:
     # Elements of different loops' lists are each still one element: iterating retags them.
     origin = max(origins) if min(origins) >= 0 else merge(*vals)
     return Val(max(v.items for v in vals), max(v.bytes for v in vals), origin,
-               element=join(elements) if elements and len(elements) == len(filled) else None, fields=fields)
+               element=join(elements) if elements and len(elements) == len(filled) else None, fields=fields,
+               listed=all(v.listed for v in vals))
 
 
 ONE = Val(1, 8)
@@ -111,12 +113,13 @@ def _member(vals: list[Val]) -> tuple[float, Val]:
 
 
 def _concat(vals: list[Val]) -> tuple[float, Val]:
-    # Lists copy their elements, strings their characters; with dyn operands assume the dearer.
-    items = sum(v.items for v in vals)
+    # Lists copy their elements, strings their characters (dyn operands could be either).
+    items, size = sum(v.items for v in vals), sum(v.bytes for v in vals)
+    listed = any(v.listed for v in vals)
     filled = [v for v in vals if v.items > 0]  # `[] + l`: the empty list says nothing of the elements
     elements = [v.element for v in filled if v.element is not None]
-    return 1 + COPY * items, Val(items, sum(v.bytes for v in vals), merge(*vals),
-                                  element=join(elements) if len(elements) == len(filled) else None)
+    return 1 + COPY * items + (0 if listed else SCAN * size), Val(
+        items, size, merge(*vals), element=join(elements) if len(elements) == len(filled) else None, listed=listed)
 
 
 def _pass(vals: list[Val]) -> tuple[float, Val]:
@@ -159,13 +162,13 @@ def default(vals: list[Val]) -> tuple[float, Val]:
 def _range(vals: list[Val]) -> tuple[float, Val]:
     # A literal beyond FUNCTION_ITEMS fails at run time; its estimate says what it would cost.
     n = vals[0].items if vals and vals[0].literal else FUNCTION_ITEMS
-    return _converted(vals, Val(n, 8 * n, element=Val(1, 8), distinct=True))
+    return _converted(vals, Val(n, 8 * n, element=Val(1, 8), distinct=True, listed=True))
 
 
 def _listed(vals: list[Val]) -> tuple[float, Val]:
     """enumerate, flatten, findAll: up to FUNCTION_ITEMS elements, as large as the input."""
     size = sum(v.bytes for v in vals)
-    return _converted(vals, Val(FUNCTION_ITEMS, 2 * size + 32 * FUNCTION_ITEMS, merge(*vals)))
+    return _converted(vals, Val(FUNCTION_ITEMS, 2 * size + 32 * FUNCTION_ITEMS, merge(*vals), listed=True))
 
 
 def _scalar(vals: list[Val]) -> tuple[float, Val]:
