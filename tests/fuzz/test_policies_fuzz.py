@@ -76,6 +76,7 @@ def value_of(node: Node, depth: int) -> st.SearchStrategy[Any]:
     """A value for ``node``: usually well typed, sometimes anything else."""
     if depth > MAX_DEPTH:
         return JUNK
+    well: st.SearchStrategy[Any]
     if node.kind == "object":
         assert node.model is not None
         well = model_of(node.model, depth + 1)
@@ -177,7 +178,8 @@ TEXT = st.text(max_size=20) | st.sampled_from(NASTY_STRINGS + PLAUSIBLE_STRINGS)
 def templates_with_odd_text(draw: st.DrawFn) -> Any:
     """Templates whose free-text fields (keys, values, paths, patterns, URLs) hold any text: what
     ends up inside CEL string literals and reference expressions."""
-    ref = {"from": draw(st.sampled_from(["current", "old", "owner", "http", "k8s"])), "path": draw(TEXT)}
+    ref: dict[str, Any] = {"from": draw(st.sampled_from(["current", "old", "owner", "http", "k8s"])),
+                           "path": draw(TEXT)}
     if ref["from"] == "http":
         ref["http"] = {"url": "https://x.example/" + draw(TEXT), "params": {draw(TEXT): draw(TEXT)}}
     if ref["from"] == "k8s":
