@@ -99,6 +99,8 @@ def run(targets_: Sequence[Target], pod: Obj, connections: int = 8, seconds: flo
     """Measure every target ``rounds`` times for ``seconds`` each (or ``limit`` answers), interleaved;
     with ``profile_dir``, each of our servers is profiled into ``<dir>/ours-<k>-of-<total>.prof``."""
     body = review(pod)
+    if profile_dir is not None:
+        Path(profile_dir).mkdir(parents=True, exist_ok=True)
 
     def profile(t: Target) -> str | None:
         if profile_dir is None or t.policies is None:
