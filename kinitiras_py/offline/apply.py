@@ -58,6 +58,24 @@ def check_object(obj: Obj, what: str) -> None:
         raise InputError(f"{what}: metadata must be a mapping")
 
 
+def check_context(obj: Obj, index: int) -> None:
+    """A ``--context`` document: an object (as :func:`check_object`) or an HTTPResponse whose
+    ``url`` is a string and ``method``, ``params`` and ``header`` have the shapes requests have."""
+    what = f"context document {index + 1} ({obj.get('kind') or 'no kind'})"
+    if obj.get("kind") != "HTTPResponse":
+        check_object(obj, what)
+        return
+    if not isinstance(obj.get("url"), str):
+        raise InputError(f"{what}: url must be a string")
+    if not isinstance(obj.get("method", "GET"), str):
+        raise InputError(f"{what}: method must be a string such as GET")
+    for key in ("params", "header"):
+        value = obj.get(key)
+        if value is not None and (not isinstance(value, dict)
+                                  or any(isinstance(v, dict | list) for v in value.values())):
+            raise InputError(f"{what}: {key} must be a mapping of names to values")
+
+
 def build_pipeline(compiled: Sequence[CompiledPolicy], context: Sequence[Obj] = ()) -> Pipeline:
     """A pipeline over ``compiled`` whose references are answered from ``context``."""
     return Pipeline(
@@ -83,5 +101,7 @@ def run(case: Case, on_warning: Callable[[str], None] | None = None) -> Decision
         if case.old_resource is None:
             raise InputError("UPDATE needs the previous object (--old-resource)")
         check_object(case.old_resource, "old resource")
+    for index, obj in enumerate(case.context):
+        check_context(obj, index)
     pipeline = build_pipeline(compile_all(case.policies, on_warning), case.context)
     return asyncio.run(pipeline.admit(request_for(case)))

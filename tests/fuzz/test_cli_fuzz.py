@@ -116,17 +116,28 @@ def test_render_never_crashes(document: bytes) -> None:
         check(*run("render", "--cel", str(policy))[::2])
 
 
+HTTP_RESPONSE = """kind: HTTPResponse
+url: https://teams.example/api
+method: GET
+params: {ns: team-a}
+header: {Content-Type: application/json}
+body: {team: payments}
+"""
+
+
 @given(policy=st.one_of(DOCUMENTS, st.sampled_from(POLICY_TEXTS).map(str.encode)),
        resource=st.one_of(DOCUMENTS, mutated(RESOURCE_TEXTS), st.sampled_from(RESOURCE_TEXTS).map(str.encode)),
+       context=st.one_of(DOCUMENTS, mutated([HTTP_RESPONSE, *RESOURCE_TEXTS])),
        operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT"]),
        output=st.sampled_from(["yaml", "json"]))
-def test_apply_never_crashes(policy: bytes, resource: bytes, operation: str, output: str) -> None:
+def test_apply_never_crashes(policy: bytes, resource: bytes, context: bytes, operation: str, output: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        files = {name: Path(tmp) / f"{name}.yaml" for name in ("policy", "resource")}
+        files = {name: Path(tmp) / f"{name}.yaml" for name in ("policy", "resource", "context")}
         files["policy"].write_bytes(policy)
         files["resource"].write_bytes(resource)
+        files["context"].write_bytes(context)
         args = ["apply", "--policy", str(files["policy"]), "--resource", str(files["resource"]),
-                "--operation", operation, "-o", output]
+                "--context", str(files["context"]), "--operation", operation, "-o", output]
         if operation == "UPDATE":
             args += ["--old-resource", str(files["resource"])]
         code, out, err = run(*args)

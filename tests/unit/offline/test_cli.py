@@ -435,3 +435,18 @@ def test_an_internal_error_exits_3_in_one_line_never_1(capsys: pytest.CaptureFix
                          "--resource", write(tmp_path / "pod.yaml", POD))
     assert (code, out) == (3, "")
     assert err == "error: internal error, please report it with the input: TypeError: Dict key must be str\n"
+
+
+@pytest.mark.parametrize(("context", "reason"), [
+    ("kind: HTTPResponse\nurl: https://x.example/\nparams: [1, 2]\n", "params must be a mapping"),
+    ("kind: HTTPResponse\nurl: https://x.example/\nheader: {a: [1]}\n", "header must be a mapping"),
+    ("kind: HTTPResponse\nurl: 5\n", "url must be a string"),
+    ("kind: Namespace\nmetadata: 5\n", "not a Kubernetes object"),
+])
+def test_apply_refuses_malformed_context_documents(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                   context: str, reason: str) -> None:
+    code, out, err = run(capsys, "apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
+                         "--resource", write(tmp_path / "pod.yaml", POD),
+                         "--context", write(tmp_path / "c.yaml", context))
+    assert (code, out) == (2, "")
+    assert err.startswith("error: context document 1 (") and reason in err, err
