@@ -1,0 +1,269 @@
+"""Fuzz: AdmissionReviews mutated at every path, posted to the webhook app over HTTP.
+
+Valid reviews (objects several loaded policies match, a policy object, DELETE, UPDATE, CONNECT)
+are damaged at random paths: a member deleted, replaced by a value of another type, a wrong or
+huge string, a huge array, nesting beyond any limit; or the body itself is cut, or sent with
+another content type. Invariants, for every answer:
+
+* the HTTP status is 200 and the body a well-formed AdmissionReview (``apiVersion`` one of
+  ours, ``kind``, ``response.uid`` a string, ``response.allowed`` a bool, a ``status`` with an
+  integer code when denied);
+* ``response.uid`` is the request's uid whenever that was a string;
+* no 500: every input here is an expected class (bad requests are 400s, policies' verdicts 403);
+* a ``patch`` is base64 of a JSON patch (``patchType: JSONPatch``) that applies to the object.
+
+The profile (``ci`` or ``long``) comes from tests/fuzz/conftest.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+import yaml
+from aiohttp.test_utils import TestClient, TestServer
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kinitiras_py.webhook.app import make_app
+from kinitiras_py.webhook.codec import API_VERSIONS
+from tests.functional.test_webhook import DENY_NS, OVERSELL, WARN_CM, make_handlers
+
+POLICIES = [OVERSELL, DENY_NS, WARN_CM, *yaml.safe_load_all("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: pod-labels}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - overriders:
+      template: {type: labels, operation: add, path: team, value: {string: a}}
+      plaintext: [{op: add, path: /metadata/annotations, value: {seen: "yes"}}]
+  - failurePolicy: Ignore
+    overriders:
+      cel: "object.spec.containers.map(c, {'op': 'add', 'path': '/metadata/annotations/' + c.name, 'value': 'x'})"
+---
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: OverridePolicy
+metadata: {name: cm-labels, namespace: default}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]
+  overrideRules:
+  - overriders:
+      cel: >
+        has(object.metadata.labels) ? [] : [{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]
+---
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: pod-names}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  validateRules:
+  - cel: "object.metadata.name != 'forbidden'"
+    message: forbidden name
+""")]
+POD = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "1",
+                                         "controller": True}]},
+       "spec": {"containers": [{"name": "app", "image": "nginx",
+                                "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}
+DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "default"},
+              "spec": {"template": {"spec": {"containers": [
+                  {"name": "a", "image": "x", "resources": {"limits": {"cpu": "2"}}}]}}}}
+CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"},
+             "data": {"k": "v"}}
+NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "prod", "labels": {"protected": "y"}}}
+
+
+def _review(operation: str, obj: Any = None, old: Any = None, kind: str = "Pod", **extra: Any) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "kind": {"group": "", "version": "v1", "kind": kind},
+        "resource": {"group": "", "version": "v1", "resource": kind.lower() + "s"}, "operation": operation,
+        "namespace": "default", "name": "x", "dryRun": False,
+        "userInfo": {"username": "alice", "uid": "u", "groups": ["system:authenticated"], "extra": {"k": ["v"]}},
+        **extra}
+    if obj is not None:
+        request["object"] = obj
+    if old is not None:
+        request["oldObject"] = old
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+BASES = [
+    _review("CREATE", POD), _review("CREATE", DEPLOYMENT, kind="Deployment"), _review("CREATE", CONFIGMAP,
+                                                                                      kind="ConfigMap"),
+    _review("UPDATE", {**POD, "metadata": {**POD["metadata"], "name": "forbidden"}}, POD),
+    _review("DELETE", None, NAMESPACE, kind="Namespace"), _review("CONNECT", None, kind="Pod"),
+    {**_review("CREATE", POLICIES[3], kind="ClusterOverridePolicy"), "apiVersion": "admission.k8s.io/v1beta1"},
+]
+DEEP = "__kinitiras_fuzz_deep__"
+"""Replaced in the encoded body by nesting deeper than orjson (or Python) objects can be built."""
+RAW = {"__kinitiras_fuzz_bigint__": b"123456789012345678901234567890", "__kinitiras_fuzz_inf__": b"1e400",
+       "__kinitiras_fuzz_negzero__": b"-0.0"}
+"""Replaced in the encoded body by numbers orjson will not write: beyond 64 bits, infinite."""
+
+NASTY = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**64 - 1), st.sampled_from(list(RAW)),
+    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20),
+    st.sampled_from(["", "false", "true", "0", "null", "CREATE", "Pod", "v1", "apps/v1", "/", "{}", "[]",
+                     "policy.kcloudlabs.io/v1alpha1", "ClusterOverridePolicy", "\x00", "é", "\ud7ff"]),
+    st.lists(st.sampled_from(["a", 1, None, True, {}, []]), max_size=3),
+    st.dictionaries(st.sampled_from(["group", "version", "kind", "name", "a"]), st.sampled_from(["x", 1, None]),
+                    max_size=3),
+    # Fresh objects each time: a value shared between examples (st.just) would be changed in place.
+    st.just("x" * 300_000), st.builds(lambda: list(range(20_000))),
+    st.builds(lambda: {f"k{i}": "v" for i in range(5_000)}),
+    st.builds(lambda depth: DEEP + str(depth), st.integers(min_value=150, max_value=400)),
+)
+
+
+def _paths(doc: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield at
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from _paths(value, (*at, key))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            yield from _paths(value, (*at, i))
+
+
+@dataclass
+class Change:
+    """One damage at one path (a path into the document, as chosen by index among its paths)."""
+
+    pick: int
+    action: str
+    value: Any
+
+
+def _apply(doc: Any, change: Change) -> Any:
+    paths = list(_paths(doc))
+    path = paths[change.pick % len(paths)]
+    if not path:
+        return copy.deepcopy(change.value) if change.action != "delete" else {}
+    parent = doc
+    for step in path[:-1]:
+        parent = parent[step]
+    last = path[-1]
+    if change.action == "delete":
+        del parent[last]
+    elif change.action == "wrap":
+        parent[last] = [parent[last]]
+    elif change.action == "add" and isinstance(parent[last], dict):
+        parent[last]["extra"] = copy.deepcopy(change.value)
+    else:
+        parent[last] = copy.deepcopy(change.value)  # never the same object at two paths (no cycles)
+    return doc
+
+
+CHANGES = st.lists(st.builds(Change, st.integers(min_value=0), st.sampled_from(["replace", "delete", "wrap", "add"]),
+                             NASTY), min_size=1, max_size=3)
+
+
+def encode(doc: Any) -> bytes:
+    """The JSON text of ``doc`` with every marker replaced by the text it stands for."""
+    text = orjson.dumps(doc)
+    for marker, raw in RAW.items():
+        text = text.replace(b'"' + marker.encode() + b'"', raw)
+    while DEEP.encode() in text:
+        start = text.index(b'"' + DEEP.encode())
+        end = text.index(b'"', start + 1)
+        depth = int(text[start + 1 + len(DEEP):end])
+        text = text[:start] + b'{"a":' * depth + b"1" + b"}" * depth + text[end + 1:]
+    return text
+
+
+class App:
+    """The webhook app on a TestServer in an event loop of its own (hypothesis tests are sync)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.client = TestClient(TestServer(make_app(make_handlers(POLICIES))), loop=self.loop)
+        self.loop.run_until_complete(self.client.start_server())
+
+    def post(self, path: str, body: bytes, content_type: str = "application/json") -> tuple[int, Any]:
+        async def go() -> tuple[int, Any]:
+            resp = await self.client.post(path, data=body, headers={"Content-Type": content_type})
+            return resp.status, orjson.loads(await resp.read())
+        return self.loop.run_until_complete(go())
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.client.close())
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def app() -> Iterator[App]:
+    served = App()
+    yield served
+    served.close()
+
+
+def parsed(body: bytes) -> Any:
+    """The document as the webhook reads it, or None when the body is not JSON."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _expected_uid(doc: Any) -> str:
+    request = doc.get("request") if isinstance(doc, dict) else None
+    uid = request.get("uid") if isinstance(request, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def check_answer(status: int, answer: Any, sent: Any) -> None:
+    """The invariants of the module docstring; ``sent`` is the document posted (None if not JSON)."""
+    assert status == 200
+    assert isinstance(answer, dict) and answer.get("kind") == "AdmissionReview"
+    assert answer.get("apiVersion") in API_VERSIONS
+    response = answer["response"]
+    assert isinstance(response["uid"], str) and response["uid"] == _expected_uid(sent)
+    assert isinstance(response["allowed"], bool)
+    if not response["allowed"]:
+        assert isinstance(response["status"]["code"], int) and isinstance(response["status"]["message"], str)
+        assert response["status"]["code"] != 500, response["status"]["message"]
+    if "patch" in response:
+        assert response["allowed"] is True and response["patchType"] == "JSONPatch"
+        patch = orjson.loads(base64.b64decode(response["patch"], validate=True))
+        assert isinstance(patch, list) and patch
+        request = sent["request"]
+        target = request.get("object") if request.get("operation") != "DELETE" else request.get("oldObject")
+        jsonpatch.apply_patch(target, patch)  # raises when an op does not apply
+
+
+@given(base=st.sampled_from(BASES), changes=CHANGES, path=st.sampled_from(["/mutate", "/validate"]))
+def test_damaged_reviews_get_well_formed_answers(app: App, base: dict[str, Any], changes: list[Change],
+                                                 path: str) -> None:
+    doc: Any = copy.deepcopy(base)
+    for change in changes:
+        doc = _apply(doc, change)
+    body = encode(doc)
+    status, answer = app.post(path, body)
+    check_answer(status, answer, parsed(body))
+
+
+@given(base=st.sampled_from(BASES), cut=st.integers(min_value=0), path=st.sampled_from(["/mutate", "/validate"]),
+       content_type=st.sampled_from(["application/json", "application/json; charset=utf-8", "text/plain", ""]))
+def test_cut_bodies_and_content_types_get_well_formed_answers(app: App, base: dict[str, Any], cut: int, path: str,
+                                                              content_type: str) -> None:
+    body = orjson.dumps(base)
+    body = body[:cut % (len(body) + 1)]
+    status, answer = app.post(path, body, content_type)
+    check_answer(status, answer, parsed(body))
+
+
+@given(base=st.sampled_from(BASES), path=st.sampled_from(["/mutate", "/validate"]))
+def test_undamaged_reviews_are_served(app: App, base: dict[str, Any], path: str) -> None:
+    status, answer = app.post(path, orjson.dumps(base))
+    check_answer(status, answer, base)
+    assert "status" not in answer["response"] or answer["response"]["status"]["code"] == 403
