@@ -237,7 +237,7 @@ async def test_unexpected_error_is_a_denial_not_a_traceback(aiohttp_client: Any)
     async def boom(*_args: Any) -> Any:
         raise RuntimeError("kaboom")
 
-    handlers.pipeline.mutate = boom  # type: ignore[method-assign]
+    handlers.pipeline.mutate = boom  # type: ignore[method-assign,assignment]
     client = await aiohttp_client(make_app(handlers))
     status, doc = await post(client, "/mutate", review("CREATE", DEPLOYMENT, uid="uid-500"))
     assert status == 200

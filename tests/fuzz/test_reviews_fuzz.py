@@ -69,7 +69,7 @@ spec:
   - cel: "object.metadata.name != 'forbidden'"
     message: forbidden name
 """)]
-POD = {"apiVersion": "v1", "kind": "Pod",
+POD: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
        "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"},
                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "1",
                                          "controller": True}]},
