@@ -74,10 +74,21 @@ def _path(policy: Obj, name: str | None = None) -> str:
 
 
 async def _clean(api: Api) -> None:
+    """Delete every policy of the workload and wait until none is listed."""
     for resource in policy_resources().values():
         namespace = workload.NAMESPACE if resource.namespaced else None
+        query = [("labelSelector", scale.LABEL)]
         with contextlib.suppress(ApiException):
-            await api.request("DELETE", resource.path(namespace), query=[("labelSelector", scale.LABEL)], timeout=300)
+            await api.request("DELETE", resource.path(namespace), query=query, timeout=300)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                left = await api.request("GET", resource.path(namespace), query=[*query, ("limit", "1")], timeout=60)
+            except ApiException:
+                break  # no such namespace yet: nothing to delete
+            if not left.get("items"):
+                break
+            await asyncio.sleep(0.5)
 
 
 async def _create_all(api: Api, policies: Sequence[Obj]) -> None:

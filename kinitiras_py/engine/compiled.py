@@ -89,8 +89,15 @@ def rule_applies(operations: frozenset[str] | None, operation: str) -> bool:
     return operations is None or operation in operations
 
 
+_OPERATION_SETS: dict[frozenset[str], frozenset[str]] = {}
+"""One shared set per combination of operations: thousands of rules repeat a handful."""
+
+
 def normalise_operations(values: list[str] | None) -> frozenset[str] | None:
     """``targetOperations`` as a set; empty or containing ``*`` means every operation."""
     if not values or "*" in values:
         return None
-    return frozenset(values)
+    operations = frozenset(values)
+    if len(_OPERATION_SETS) >= 256:  # only valid operation names are few; anything else is not kept
+        return operations
+    return _OPERATION_SETS.setdefault(operations, operations)
