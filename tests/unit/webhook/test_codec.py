@@ -1,0 +1,83 @@
+"""The codec's shape checks, uid peeking and the error middleware's last-resort answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from kinitiras_py.base.errors import ReviewError
+from kinitiras_py.webhook import body, codec, shape
+from kinitiras_py.webhook.app import errors_middleware
+
+
+def review(**request: Any) -> bytes:
+    req = {"uid": "u-1", "operation": "CREATE", "object": {"apiVersion": "v1", "kind": "Pod"}, **request}
+    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+
+
+@pytest.mark.parametrize(("request_fields", "message"), [
+    ({"object": {"kind": "Pod", "metadata": {"ownerReferences": [{"name": 1}]}}},
+     "request.object.metadata.ownerReferences[0].name must be a string, got number"),
+    ({"object": {"kind": "Pod", "metadata": {"ownerReferences": [{"controller": "true"}]}}},
+     "request.object.metadata.ownerReferences[0].controller must be a bool, got string"),
+    ({"object": {"kind": "Pod", "metadata": {"ownerReferences": ["rs"]}}},
+     "request.object.metadata.ownerReferences[0] must be an object, got string"),
+    ({"object": {"kind": "Pod", "metadata": {"finalizers": [None]}}},
+     "request.object.metadata.finalizers[0] must be a string, got null"),
+    ({"object": {"kind": "Pod", "metadata": []}}, "request.object.metadata must be an object, got array"),
+    ({"userInfo": {"extra": {"scopes": "all"}}}, "request.userInfo.extra['scopes'] must be an array of strings"),
+    ({"options": "x"}, "request.options must be an object, got string"),
+    ({"resource": {"resource": 3}}, "request.resource.resource must be a string, got number"),
+    ({"subResource": False}, "request.subResource must be a string, got bool"),
+    ({"operation": ["CREATE"]}, "unsupported operation ['CREATE']"),
+])
+def test_decode_names_the_field_of_the_wrong_type(request_fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ReviewError) as caught:
+        codec.decode(review(**request_fields))
+    assert message in str(caught.value)
+
+
+def test_well_typed_optional_fields_and_nulls_are_accepted() -> None:
+    decoded = codec.decode(review(namespace=None, dryRun=None, userInfo=None, options=None, oldObject=None,
+                                  object={"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": None}}))
+    assert decoded.request.namespace == "" and decoded.request.dry_run is False
+
+
+def test_depth_is_counted_below_the_object_and_the_path_is_shown() -> None:
+    deep: Any = "leaf"
+    for _ in range(shape.MAX_DEPTH):
+        deep = [deep]
+    shape.check_object({"spec": deep[0]}, "request.object")  # MAX_DEPTH levels: the bound itself is fine
+    with pytest.raises(ReviewError) as caught:
+        shape.check_object({"spec": {"x": deep}}, "request.object")
+    assert str(caught.value).startswith(f"request.object is nested deeper than {shape.MAX_DEPTH} levels "
+                                        "(at request.object.spec.x[0][0][0][0][0][0]...")
+
+
+def test_peek_uid_reads_only_string_uids_and_our_api_versions() -> None:
+    assert codec.peek_uid(orjson.dumps({"apiVersion": "admission.k8s.io/v1beta1", "request": {"uid": "a"}})) == (
+        "admission.k8s.io/v1beta1", "a")
+    assert codec.peek_uid(orjson.dumps({"apiVersion": ["x"], "request": {"uid": {"a": 1}}})) == (
+        "admission.k8s.io/v1", "")
+    assert codec.peek_uid(b"[1]") == ("admission.k8s.io/v1", "")
+    prefix = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1","request":{"uid":"big-1","kin'
+    assert codec.peek_uid(prefix, complete=False) == ("admission.k8s.io/v1beta1", "big-1")
+    assert codec.peek_uid(b'{"request":{"object":{"metadata":{"uid":"not-this"', complete=False)[1] == ""
+
+
+async def test_the_middleware_answers_with_the_uid_of_a_body_already_read(aiohttp_client: Any) -> None:
+    async def broken(request: web.Request) -> web.Response:
+        await body.read_body(request)
+        raise RuntimeError("after reading")
+
+    app = web.Application(middlewares=[errors_middleware])
+    app.router.add_post("/validate", broken)
+    client: TestClient = await aiohttp_client(app)
+    resp = await client.post("/validate", data=review(uid="kept"), headers={"Content-Type": "application/json"})
+    doc = await resp.json()
+    assert doc["response"]["uid"] == "kept"
+    assert doc["response"]["status"]["code"] == 500 and "after reading" in doc["response"]["status"]["message"]
