@@ -108,7 +108,7 @@ class InformerStore:
                 return items
 
     async def close(self) -> None:
-        """Stop every informer (the ApiClient stays open: its owner closes it)."""
+        """Stop every informer (the API connection stays open: its owner closes it)."""
         informers, self._informers = list(self._informers.values()), {}
         await asyncio.gather(*(informer.stop() for informer in informers))
 

@@ -1,6 +1,6 @@
 """A minimal synchronous Kubernetes REST client for dev tooling (stdlib only).
 
-The serving path uses kubernetes-asyncio; this is for `dev up` and tests, which are
+The serving path uses cluster.client (aiohttp); this is for `dev up` and tests, which are
 synchronous and must not depend on the package under test being healthy.
 """
 

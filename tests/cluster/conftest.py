@@ -14,7 +14,7 @@ from tests.conftest import Cluster
 
 @pytest.fixture
 async def api(cluster: Cluster) -> AsyncIterator[Any]:
-    """A kubernetes-asyncio ApiClient for the test cluster, closed afterwards."""
+    """An API connection (cluster.client.Api) to the test cluster, closed afterwards."""
     api_client = await client.api_client(cluster.kubeconfig)
     try:
         yield api_client
