@@ -35,9 +35,9 @@ class Served:
     """Trusts the server's certificate."""
     ca_pem: bytes
 
-    def cpu_seconds(self) -> float:
-        """User + system CPU time the server process has used."""
-        return process_cpu_seconds(self.pid)
+    def sched(self) -> Sched:
+        """The server's time on and waiting for a CPU so far."""
+        return sched(self.pid)
 
     def rss_bytes(self) -> int:
         """The server process's resident memory now."""
@@ -47,10 +47,23 @@ class Served:
         return 0
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+@dataclass(frozen=True)
+class Sched:
+    """A task's scheduler accounting (Linux ``/proc/<pid>/schedstat``), seconds."""
+
+    running: float
+    """On a CPU."""
+    waiting: float
+    """Ready to run, waiting for a CPU (another process had it)."""
+
+    def __sub__(self, other: Sched) -> Sched:
+        return Sched(self.running - other.running, self.waiting - other.waiting)
+
+
+def sched(pid: int | str = "self") -> Sched:
+    """The scheduler accounting of ``pid``'s main thread (this process by default)."""
+    running, waiting, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    return Sched(int(running) / 1e9, int(waiting) / 1e9)
 
 
 def pin(cpu: int) -> set[int]:

@@ -57,11 +57,11 @@ def _ratio(value: float, base: float) -> str:
 
 def saturation_table(results: Sequence[Saturation]) -> str:
     """One row per server: saturation rate and its ratio to the floor, latency, CPU of server and load."""
-    rows = [(s.name, f"{s.rate:.0f}", f"{s.ratio:.3f}", _ms(s.p50), _ms(s.p99), f"{s.server_cpu:.2f}",
-             f"{s.load_cpu:.2f}", _ms(s.cpu_per_review), f"{s.cpu_ratio:.2f}", f"{s.rss / 2**20:.0f}",
-             str(s.answered), str(s.errors)) for s in results]
-    return _table(("server", "reviews/s", "x floor", "p50 ms", "p99 ms", "server cpu", "load cpu",
-                   "cpu ms/review", "x floor", "rss MiB", "answered", "errors"), rows)
+    rows = [(s.name, f"{s.rate:.0f}", f"{s.ratio:.3f}", _ms(s.p50), _ms(s.p99), f"{s.server_busy:.2f}",
+             f"{s.server_cpu:.2f}", f"{s.load_busy:.2f}", f"{s.load_cpu:.2f}", _ms(s.cpu_per_review),
+             f"{s.cpu_ratio:.2f}", f"{s.rss / 2**20:.0f}", str(s.answered), str(s.errors)) for s in results]
+    return _table(("server", "reviews/s", "x floor", "p50 ms", "p99 ms", "server busy", "server cpu", "load busy",
+                   "load cpu", "cpu ms/review", "x floor", "rss MiB", "answered", "errors"), rows)
 
 
 def e2e_table(rows: Sequence[Row]) -> str:

@@ -8,9 +8,12 @@ the answers per second it can sustain. The servers are measured in interleaved r
 ours-1, ours-20, floor, ...) so that drift in the machine's load touches all alike; each
 figure is the median over the rounds.
 
-Two CPU figures tell whether the server or the load limited the rate: the server's CPU time
-over the wall time (about 1.0 when its one core is saturated) and the load's (below 1.0 with
-room to spare means the load generator was not the bottleneck).
+What limited the rate is read from the scheduler (``/proc/<pid>/schedstat``): for the server
+and for the load, the share of the wall time each was on a CPU (``cpu``) and on a CPU or ready
+to run but waiting for one (``busy``). A server busy about 1.0 always had a request to work on:
+it, not the load, set the rate. Its ``cpu`` below 1.0 then means that other processes took
+turns on its core; ``cpu ms/review`` (the server's CPU time per answer) does not depend on
+that, and its ratio to the floor is printed too.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,9 +46,13 @@ class Saturation:
     p50: float
     p99: float
     server_cpu: float
-    """The server's CPU time / wall time: 1.0 is its one core fully busy."""
+    """The server's time on a CPU / wall time: 1.0 is its one core fully its own."""
+    server_busy: float
+    """The server's time on a CPU or waiting for one / wall time."""
     load_cpu: float
-    """The load generator's CPU time / wall time."""
+    """The load generator's time on a CPU / wall time."""
+    load_busy: float
+    """The load generator's time on a CPU or waiting for one / wall time."""
     cpu_per_review: float
     """The server's CPU seconds per answer: what the rate would be limited by on an idle core,
     and unlike the rate not lowered when other processes take turns on the server's core."""
@@ -85,13 +92,19 @@ def check(served: child.Served, pod: Obj, matching: int | None) -> None:
                            f"expected {sorted(expected)}")
 
 
-def _measure(served: child.Served, body: bytes, connections: int, seconds: float,
-             limit: int | None) -> tuple[loadgen.Load, float]:
+@dataclass(frozen=True)
+class _Round:
+    load: loadgen.Load
+    server: child.Sched
+    client: child.Sched
+
+
+def _measure(served: child.Served, body: bytes, connections: int, seconds: float, limit: int | None) -> _Round:
     request = loadgen.http_request(served.url + "/mutate", body)
-    before = served.cpu_seconds()
+    server, client = served.sched(), child.sched()
     load = asyncio.run(loadgen.closed_loop(served.url, request, served.context, connections, seconds,
                                            b'"allowed":true', limit))
-    return load, (served.cpu_seconds() - before) / load.elapsed if load.elapsed else 0.0
+    return _Round(load, served.sched() - server, child.sched() - client)
 
 
 def run(targets_: Sequence[Target], pod: Obj, connections: int = 8, seconds: float = 5.0, rounds: int = 3,
@@ -111,7 +124,7 @@ def run(targets_: Sequence[Target], pod: Obj, connections: int = 8, seconds: flo
         servers = [stack.enter_context(child.serving(t.policies, profile=profile(t))) for t in targets_]
         for served, target in zip(servers, targets_, strict=True):
             check(served, pod, None if target.policies is None else target.matching)
-        loads: list[list[tuple[loadgen.Load, float]]] = [[] for _ in targets_]
+        loads: list[list[_Round]] = [[] for _ in targets_]
         with child.pinned(child.LOAD_CPU):
             for served in servers:
                 _measure(served, body, connections, warmup, limit)
@@ -128,15 +141,18 @@ def run(targets_: Sequence[Target], pod: Obj, connections: int = 8, seconds: flo
             for r in results]
 
 
-def _summary(target: Target, runs: list[tuple[loadgen.Load, float]], rss: int) -> Saturation:
-    latencies = sorted(x for load, _ in runs for x in load.latencies)
+def _summary(target: Target, rounds: list[_Round], rss: int) -> Saturation:
+    latencies = sorted(x for r in rounds for x in r.load.latencies)
+
+    def share(value: Callable[[_Round], float]) -> float:
+        return float(statistics.median(value(r) / r.load.elapsed if r.load.elapsed else 0.0 for r in rounds))
+
     return Saturation(
         name=target.name, policies=len(target.policies or ()), matching=target.matching,
-        rate=statistics.median(load.rate for load, _ in runs),
+        rate=statistics.median(r.load.rate for r in rounds),
         p50=statistics.median(latencies) if latencies else 0.0, p99=percentile(latencies, 0.99),
-        server_cpu=statistics.median(cpu for _, cpu in runs),
-        load_cpu=statistics.median(load.cpu / load.elapsed if load.elapsed else 0.0 for load, _ in runs),
-        cpu_per_review=statistics.median(cpu * load.elapsed / load.answered if load.answered else 0.0
-                                         for load, cpu in runs),
-        rss=rss, answered=sum(load.answered for load, _ in runs), errors=sum(load.errors for load, _ in runs))
-
+        server_cpu=share(lambda r: r.server.running), server_busy=share(lambda r: r.server.running + r.server.waiting),
+        load_cpu=share(lambda r: r.client.running), load_busy=share(lambda r: r.client.running + r.client.waiting),
+        cpu_per_review=statistics.median(r.server.running / r.load.answered if r.load.answered else 0.0
+                                         for r in rounds),
+        rss=rss, answered=sum(r.load.answered for r in rounds), errors=sum(r.load.errors for r in rounds))

@@ -139,16 +139,22 @@ def _bench_floor(args: argparse.Namespace) -> int:
 
 
 def _bottleneck_note(results: Sequence[Any]) -> str:
-    """Say what limited the rates: the servers' core (as intended), the load, or other processes."""
-    load = max(r.load_cpu for r in results)
-    server = min(r.server_cpu for r in results)
-    text = f"load generator: at most {load:.2f} of its core busy; servers: at least {server:.2f} of theirs."
-    if load >= 0.9:
-        return text + " The load may have limited the rate: fewer --connections, or a quieter machine."
-    if server < 0.9:
-        return text + (" The servers did not get their whole core (other processes ran on it): the rates are "
-                       "low; cpu ms/review and its ratio still hold. Re-run on a quieter machine.")
-    return text + " Each server's core was saturated and the load's was not: the servers set the rates."
+    """Say what limited the rates: the servers (as intended), the load, or neither."""
+    server = min(r.server_busy for r in results)
+    load = max(r.load_busy for r in results)
+    text = (f"what set the rates: every server was on a CPU or waiting for one at least {server:.2f} of the time; "
+            f"the load generator at most {load:.2f} of the time.")
+    if server >= 0.9 and load < server:
+        text += " The servers always had requests waiting: they, not the load, set the rates."
+    elif load >= 0.9:
+        text += " The load may have limited the rates: re-run with fewer --connections or on a quieter machine."
+    else:
+        text += (" Not every server always had a request to work on (the load, itself waiting for its core, "
+                 "fell behind): that server's rate is below its saturation; re-run on a quieter machine.")
+    if min(r.server_cpu for r in results) < 0.9:
+        text += (" Other processes took turns on the servers' core (server cpu below busy): the rates are lower "
+                 "than on an idle machine; cpu ms/review and its ratio do not depend on that.")
+    return text
 
 
 def _bench_e2e(args: argparse.Namespace) -> int:
