@@ -37,6 +37,17 @@ spec:
   - overriders:
       plaintext: [{op: add, path: /metadata/labels, value: {seen: "yes"}}]
 """)
+CM_CHECK = yaml.safe_load("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: cm-check}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]
+  validateRules:
+  - failurePolicy: Ignore
+    cel: "object.data.missing == 'x'"
+""")
+"""Its rule fails on a ConfigMap without that key, and is skipped."""
 SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"}}
 ACCOUNT = {**SECRET, "kind": "ServiceAccount"}
 """No owner reference: the owner lookup of ``owner_policy`` fails."""
@@ -74,12 +85,12 @@ class _Watch:
 async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     fail_on_accounts = owner_policy("Fail")
     fail_on_accounts["spec"]["resourceSelectors"] = [{"apiVersion": "v1", "kind": "ServiceAccount"}]
-    handlers = make_handlers([OVERSELL, LABEL_CM, DENY_NS, owner_policy("Ignore"), fail_on_accounts])
+    handlers = make_handlers([OVERSELL, LABEL_CM, DENY_NS, CM_CHECK, owner_policy("Ignore"), fail_on_accounts])
     client: TestClient = await aiohttp_client(make_app(handlers))
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
     for endpoint, body in [("/mutate", review("CREATE", DEPLOYMENT)), ("/mutate", review("CREATE", cm)),
                            ("/mutate", review("CREATE", SECRET)), ("/mutate", review("CREATE", ACCOUNT)),
-                           ("/validate", review("DELETE", None, PROTECTED)),
+                           ("/validate", review("DELETE", None, PROTECTED)), ("/validate", review("CREATE", cm)),
                            ("/mutate", b"{not json")]:
         await post(client, endpoint, body)
     synced = _Informer()
@@ -95,8 +106,9 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
         ("kinitiras_webhook_requests_total", (("code", "400"), ("endpoint", "mutate"))): 1.0,
         ("kinitiras_webhook_requests_total", (("code", "403"), ("endpoint", "mutate"))): 1.0,  # owner-fail
         ("kinitiras_webhook_requests_total", (("code", "403"), ("endpoint", "validate"))): 1.0,
+        ("kinitiras_webhook_requests_total", (("code", "200"), ("endpoint", "validate"))): 1.0,
         ("kinitiras_webhook_request_duration_seconds_count", (("endpoint", "mutate"),)): 5.0,
-        ("kinitiras_webhook_request_duration_seconds_count", (("endpoint", "validate"),)): 1.0,
+        ("kinitiras_webhook_request_duration_seconds_count", (("endpoint", "validate"),)): 2.0,
         ("kinitiras_webhook_requests_in_flight", (("endpoint", "mutate"),)): 0.0,
         ("kinitiras_policy_matched_total", (("policy", oversell),)): 1.0,
         ("kinitiras_policy_matched_total", (("policy", label_cm),)): 1.0,
@@ -108,6 +120,8 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
         ("kinitiras_policy_rejected_total", (("action", "Deny"), ("policy", protect))): 1.0,
         ("kinitiras_policy_errors_total", (("outcome", "ignored"), ("policy", ignore))): 1.0,
         ("kinitiras_policy_errors_total", (("outcome", "denied"), ("policy", fail))): 1.0,
+        ("kinitiras_policy_errors_total", (("outcome", "ignored"), ("policy", "ClusterValidatePolicy cm-check"))): 1.0,
+        ("kinitiras_policy_matched_total", (("policy", "ClusterValidatePolicy cm-check"),)): 1.0,
         ("kinitiras_policy_evaluation_seconds_count", (("policy", oversell),)): 1.0,
         ("kinitiras_policy_evaluation_seconds_count", (("policy", label_cm),)): 1.0,
         ("kinitiras_policy_evaluation_seconds_count", (("policy", protect),)): 1.0,
