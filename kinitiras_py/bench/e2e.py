@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import orjson
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.bench import floor, loadgen, setups, workload
+from kinitiras_py.bench import child, floor, loadgen, setups, workload
 from kinitiras_py.bench.kube import Access, Kube
 from kinitiras_py.bench.runner import percentile
 
@@ -44,6 +44,8 @@ class Row:
     """Pods stored per second."""
     load_cpu: float
     """The load's CPU time / wall time."""
+    load_busy: float
+    """The load's time on a CPU or waiting for one / wall time."""
     p50_ratio: float = 0.0
     """``p50`` / the floor set-up's at the same concurrency."""
     rate_ratio: float = 0.0
@@ -70,11 +72,14 @@ async def _time(access: Access, pod: Obj, setup: str, concurrency: int, pods: in
     context = access.context()
     if warmup:
         await loadgen.closed_loop(url, request, context, concurrency, 3600.0, b'"kind":"Pod"', warmup)
+    before = child.sched()
     load = await loadgen.closed_loop(url, request, context, concurrency, 3600.0, b'"kind":"Pod"', pods)
+    used = child.sched() - before
     ordered = sorted(load.latencies)
+    wall = load.elapsed or 1.0
     return Row(setup=setup, concurrency=concurrency, pods=load.answered, errors=load.errors,
                p50=statistics.median(ordered), p90=percentile(ordered, 0.90), p99=percentile(ordered, 0.99),
-               rate=load.rate, load_cpu=load.cpu / load.elapsed if load.elapsed else 0.0)
+               rate=load.rate, load_cpu=load.cpu / wall, load_busy=(used.running + used.waiting) / wall)
 
 
 async def run(access: Access, total: int, matching: Sequence[int], pods: int, concurrency: Sequence[int],
@@ -152,5 +157,5 @@ def medians(runs: Sequence[Sequence[Row]]) -> list[Row]:
 
         out.append(Row(setup=setup, concurrency=concurrency, pods=sum(r.pods for r in rows),
                        errors=sum(r.errors for r in rows), p50=mid("p50"), p90=mid("p90"), p99=mid("p99"),
-                       rate=mid("rate"), load_cpu=mid("load_cpu")))
+                       rate=mid("rate"), load_cpu=mid("load_cpu"), load_busy=mid("load_busy")))
     return with_ratios(out)

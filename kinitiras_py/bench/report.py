@@ -67,9 +67,10 @@ def saturation_table(results: Sequence[Saturation]) -> str:
 def e2e_table(rows: Sequence[Row]) -> str:
     """One row per set-up and concurrency, with the ratios to the floor set-up."""
     cells = [(r.setup, str(r.concurrency), str(r.pods), str(r.errors), _ms(r.p50), _ms(r.p90), _ms(r.p99),
-              f"{r.rate:.0f}", f"{r.p50_ratio:.2f}", f"{r.rate_ratio:.2f}", f"{r.load_cpu:.2f}") for r in rows]
+              f"{r.rate:.0f}", f"{r.p50_ratio:.2f}", f"{r.rate_ratio:.2f}", f"{r.load_busy:.2f}", f"{r.load_cpu:.2f}")
+             for r in rows]
     return _table(("set-up", "conc", "pods", "errors", "p50 ms", "p90 ms", "p99 ms", "pods/s", "p50 x floor",
-                   "pods/s x floor", "load cpu"), cells)
+                   "pods/s x floor", "load busy", "load cpu"), cells)
 
 
 def as_json(runs: Mapping[str, Sequence[Stats | RateStats | Saturation | Row]]) -> dict[str, Any]:
