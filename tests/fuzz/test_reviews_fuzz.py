@@ -87,7 +87,10 @@ def _review(operation: str, obj: Any = None, old: Any = None, kind: str = "Pod",
     request: dict[str, Any] = {
         "uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "kind": {"group": "", "version": "v1", "kind": kind},
         "resource": {"group": "", "version": "v1", "resource": kind.lower() + "s"}, "operation": operation,
-        "namespace": "default", "name": "x", "dryRun": False,
+        "namespace": "default", "name": "x", "dryRun": False, "subResource": "", "requestSubResource": "",
+        "requestKind": {"group": "", "version": "v1", "kind": kind},
+        "requestResource": {"group": "", "version": "v1", "resource": kind.lower() + "s"},
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "fieldManager": "kubectl"},
         "userInfo": {"username": "alice", "uid": "u", "groups": ["system:authenticated"], "extra": {"k": ["v"]}},
         **extra}
     if obj is not None:
