@@ -250,7 +250,7 @@ def compile_program(source: str) -> Program:
             f"the expression evaluates to {expression.return_type().name()}, which has no JSON form; "
             "unwrap it with .orValue(default)"
         )
-    bound = cost.estimate(expression.serialize())
+    bound = cost.estimate(expression.serialize(), INLINE_COST)
     if bound.cost > cost.BUDGET:
         raise CelCompileError(
             f"estimated cost {bound.cost:,} exceeds the budget of {cost.BUDGET:,} (about a second), even for "

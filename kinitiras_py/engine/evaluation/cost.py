@@ -30,6 +30,7 @@ Calls
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, replace
 from typing import Any
@@ -47,6 +48,13 @@ from kinitiras_py.engine.evaluation.costmodel import (
     merge,
     retag,
 )
+
+
+@functools.lru_cache(maxsize=16384)
+def _parts(message: bytes) -> tuple[tuple[int, Any], ...]:
+    """:func:`celcheck.fields`, decoded once: every tier walks the same messages."""
+    return tuple(fields(message))
+
 
 MAX_ITERATIONS = 10_000
 """cel-cpp's comprehension iteration limit per evaluation (measured: the 10,000th fails)."""
@@ -67,7 +75,8 @@ class Estimate:
 
     ``items`` bounds the entries of every list and map in the request, ``bytes`` the serialized
     size of each variable; both are None when the bound holds for any request. ``base`` is the
-    cost with one-byte request data: what the program costs by itself.
+    cost with one-byte request data, what the program costs by itself (taken only when ``cost``
+    is above the caller's threshold; else ``cost``, which bounds it).
     """
 
     cost: int
@@ -76,39 +85,50 @@ class Estimate:
     base: int = 0
 
 
-def estimate(serialized: bytes) -> Estimate:
+class _Over(Exception):
+    """A walk passed its limit: the rest of the program can only add to the cost."""
+
+
+def estimate(serialized: bytes, threshold: float = 0) -> Estimate:
     """The cost bound of a checked program (``Expression.serialize()``).
 
     The first of :data:`TIERS` whose estimate is within :data:`BUDGET` (the first tier needs
-    no check of the request); over budget at every tier, the estimate at the last one.
+    no check of the request); over budget at every tier, the estimate at the last one. A walk
+    stops once over budget (a policy's CEL is estimated when it is admitted, on the loop).
     """
-    base = int(_Walker(serialized, Val(1, 1, DATA)).run())
     for tier, (items, size) in enumerate(TIERS):
-        cost = int(_Walker(serialized, Val(items, size, DATA)).run())
-        if cost <= BUDGET:
+        last = tier == len(TIERS) - 1
+        try:
+            cost = int(_Walker(serialized, Val(items, size, DATA), float("inf") if last else BUDGET).run())
+        except _Over:
+            continue
+        if cost <= BUDGET or last:
+            base = cost if cost <= threshold else int(_Walker(serialized, Val(1, 1, DATA)).run())
             return Estimate(cost, base=base) if tier == 0 else Estimate(cost, items, size, base)
-    return Estimate(cost, items, size, base)
+    raise AssertionError("the last tier always returns")
 
 
 def _string_constant(expr: bytes) -> str | None:
     """The text of a string literal expression, else None."""
-    constant = dict(fields(expr)).get(3) if expr else None
+    constant = dict(_parts(expr)).get(3) if expr else None
     if not isinstance(constant, bytes):
         return None
-    text = dict(fields(constant)).get(6)
+    text = dict(_parts(constant)).get(6)
     return text.decode() if isinstance(text, bytes) else None
 
 
+@functools.lru_cache(maxsize=64)
+def _root(serialized: bytes) -> bytes:
+    """The expression of a checked program (every tier walks it)."""
+    checked = _parts(dict(_parts(serialized))[2])  # Any.value is the CheckedExpr
+    return bytes(next(v for n, v in checked if n == 4))
+
+
 class _Walker:
-    def __init__(self, serialized: bytes, data: Val) -> None:
-        checked = fields(dict(fields(serialized))[2])  # Any.value is the CheckedExpr
-        self.root = next(v for n, v in checked if n == 4)
-        self.refs: dict[int, str] = {}
-        for n, v in checked:
-            if n == 2:
-                entry = dict(fields(v))
-                self.refs[entry[1]] = dict(fields(entry[2])).get(1, b"").decode()
+    def __init__(self, serialized: bytes, data: Val, limit: float = float("inf")) -> None:
+        self.root = _root(serialized)
         self.data = data
+        self.limit = limit
         self.total = 0.0
         self.loops: list[tuple[int, float]] = []  # enclosing comprehensions: (id, iterations)
 
@@ -129,26 +149,33 @@ class _Walker:
         Arguments that are elements of a request list cost their full size once per pass over
         that list, and their per-element size at every iteration.
         """
+        if not args:  # identifiers, selections, literals: a constant cost
+            self.total += cost(args) * self._times()
+            if self.total > self.limit:
+                raise _Over
+            return
         small = float(cost([a.small() for a in args]))
         self.total += small * self._times()
         for loop in {a.origin for a in args if a.origin >= 0}:
             big = float(cost([a if a.origin == loop else a.small() for a in args]))
             self.total += max(0.0, big - small) * self._times(exclude=loop)
+        if self.total > self.limit:
+            raise _Over
 
     def expr(self, body: bytes, env: dict[str, Val]) -> Val:
-        parts = fields(body)
+        parts = _parts(body)
         node_id = next((v for n, v in parts if n == 2), 0)
         for kind, value in parts:
             if kind == 3:
                 return self.const(value)
             if kind == 4:
                 self.charge(lambda _: 1, [])
-                name = dict(fields(value)).get(1, b"").decode()
+                name = dict(_parts(value)).get(1, b"").decode()
                 return env.get(name, self.data)
             if kind == 5:
                 return self.select(value, env)
             if kind == 6:
-                return self.call(value, env, self.refs.get(node_id, ""))
+                return self.call(value, env)
             if kind == 7:
                 return self.list(value, env)
             if kind == 8:
@@ -158,7 +185,7 @@ class _Walker:
         return ONE
 
     def const(self, body: bytes) -> Val:
-        for kind, value in fields(body):
+        for kind, value in _parts(body):
             if kind in (6, 7):
                 return Val(len(value), len(value))
             if kind in (3, 4) and isinstance(value, int):
@@ -168,7 +195,7 @@ class _Walker:
         return ONE
 
     def select(self, body: bytes, env: dict[str, Val]) -> Val:
-        parts = dict(fields(body))
+        parts = dict(_parts(body))
         operand = self.expr(parts.get(1, b""), env)
         self.charge(lambda _: 1, [])
         known = operand.field(parts.get(2, b"").decode())
@@ -177,7 +204,7 @@ class _Walker:
         return Val(operand.items, operand.bytes, operand.origin)
 
     def list(self, body: bytes, env: dict[str, Val]) -> Val:
-        elements = [self.expr(v, env) for n, v in fields(body) if n == 1]
+        elements = [self.expr(v, env) for n, v in _parts(body) if n == 1]
         self.charge(lambda _: 10 + len(elements), [])
         return Val(len(elements), sum(e.bytes for e in elements) + 2, merge(*elements), element=join(elements),
                    listed=True)
@@ -185,9 +212,9 @@ class _Walker:
     def map(self, body: bytes, env: dict[str, Val]) -> Val:
         vals: list[Val] = []
         named: list[tuple[str, Val]] | None = []
-        for n, entry in fields(body):
+        for n, entry in _parts(body):
             if n == 2:
-                parts = dict(fields(entry))
+                parts = dict(_parts(entry))
                 key, value = (self.expr(parts[k], env) if k in parts else ONE for k in (3, 4))
                 vals += [key, value]
                 name = _string_constant(parts.get(3, b""))
@@ -199,9 +226,9 @@ class _Walker:
         return Val(len(vals) // 2, sum(v.bytes for v in vals) + 2, merge(*vals),
                     fields=tuple(named) if named is not None else None)
 
-    def call(self, body: bytes, env: dict[str, Val], function: str) -> Val:
-        parts = fields(body)
-        name = next((v.decode() for n, v in parts if n == 2), function)
+    def call(self, body: bytes, env: dict[str, Val]) -> Val:
+        parts = _parts(body)
+        name = next((v.decode() for n, v in parts if n == 2), "")
         args = [self.expr(v, env) for n, v in parts if n in (1, 3)]
         if name in ("_[_]", "_[?_]") and len(args) == 2:
             key = _string_constant(next((v for n, v in parts if n == 3), b""))
@@ -217,7 +244,7 @@ class _Walker:
         return rule(args)[1]
 
     def comprehension(self, body: bytes, env: dict[str, Val], node_id: int) -> Val:
-        parts = dict(fields(body))
+        parts = dict(_parts(body))
         names = {k: parts.get(k, b"").decode() for k in (1, 3, 8)}
         source = self.expr(parts[2], env)
         init = self.expr(parts[4], env)
@@ -235,17 +262,20 @@ class _Walker:
         inner = {**env, names[1]: element if names[8] == "" else ONE}
         if names[8]:
             inner[names[8]] = element
-        # The accumulator grows by what one step adds, n times (map and filter add one element).
         self.loops.append((node_id, n))
-        saved = self.total
-        step = self.expr(parts[6], {**inner, names[3]: init})
-        one = self.expr(parts[6], {**inner, names[1]: element.small(), names[3]: init}) if names[8] == "" else step
-        self.total = saved
-        # What the elements of a request list add sums to the list's size at most.
-        grown = n * max(0.0, one.bytes - init.bytes) + max(0.0, step.bytes - one.bytes)
-        origin = merge(init, step)
-        accumulator = Val(init.items + n * max(0.0, step.items - init.items), init.bytes + grown,
-                           DATA if origin >= 0 else origin, element=step.element, listed=init.listed)
+        accumulator = init  # all, exists, exists_one: a bool or a count
+        if init.listed:  # map, filter: the list grows by what one step adds, n times
+            saved = self.total
+            step = self.expr(parts[6], {**inner, names[3]: init})
+            one = step
+            if names[8] == "" and element.origin >= 0:
+                one = self.expr(parts[6], {**inner, names[1]: element.small(), names[3]: init})
+            self.total = saved
+            # What the elements of a request list add sums to the list's size at most.
+            grown = n * max(0.0, one.bytes - init.bytes) + max(0.0, step.bytes - one.bytes)
+            origin = merge(init, step)
+            accumulator = Val(init.items + n * max(0.0, step.items - init.items), init.bytes + grown,
+                              DATA if origin >= 0 else origin, element=step.element, listed=True)
         scope = {**inner, names[3]: accumulator}
         self.expr(parts[5], scope)
         self.expr(parts[6], scope)

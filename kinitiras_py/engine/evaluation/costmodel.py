@@ -27,9 +27,12 @@ QUANTITY = 300  # parsing a quantity (measured ~15-30 µs uncached); scale() doe
 CONST, DATA = -1, -2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Val:
-    """An upper bound on a value: ``items`` (list/map entries or string characters) and ``bytes``."""
+    """An upper bound on a value: ``items`` (list/map entries or string characters) and ``bytes``.
+
+    Never changed once made (not frozen: building frozen dataclasses slowed estimates down).
+    """
 
     items: float
     bytes: float
@@ -47,7 +50,7 @@ class Val:
     def field(self, name: str | None) -> Val | None:
         """What selecting ``name`` gives, when the value's shape is known."""
         if self.fields is not None and name is not None:
-            return dict(self.fields).get(name, ONE)
+            return next((v for k, v in self.fields if k == name), ONE)
         return None
 
 
@@ -61,6 +64,9 @@ def join(vals: list[Val]) -> Val | None:
     """A bound on each of ``vals`` (the elements of one list)."""
     if not vals:
         return None
+    first = vals[0]
+    if all(v is first for v in vals):  # one element, or the same bound repeated: itself
+        return replace(first, distinct=False) if first.distinct else first
     keys = {tuple(k for k, _ in v.fields) for v in vals if v.fields is not None}
     fields = None
     if len(keys) == 1 and all(v.fields is not None for v in vals):
