@@ -232,6 +232,8 @@ def check_answer(status: int, answer: Any, sent: Any) -> None:
     response = answer["response"]
     assert isinstance(response["uid"], str) and response["uid"] == _expected_uid(sent)
     assert isinstance(response["allowed"], bool)
+    assert all(isinstance(w, str) for w in response.get("warnings", []))
+    assert all(isinstance(v, str) for v in response.get("auditAnnotations", {}).values())
     if not response["allowed"]:
         assert isinstance(response["status"]["code"], int) and isinstance(response["status"]["message"], str)
         assert response["status"]["code"] != 500, response["status"]["message"]
