@@ -1,15 +1,16 @@
 """Read YAML/JSON documents from files or stdin, as kubectl reads them.
 
 kubectl turns YAML into JSON (sigs.k8s.io/yaml over go-yaml v2, a YAML 1.1 reader) before anything
-else sees it. This loader gives the same JSON for the same text, or refuses with the file and the
-path of the offending node (exit 2 in the CLI), never a Python object JSON cannot hold:
+else sees it. This loader gives the same JSON for the same text, or refuses with the file, line
+and column of the offending node (exit 2 in the CLI), never a Python object JSON cannot hold:
 
 * scalars resolve as in YAML 1.1 (``yes``, ``off``, ``y`` are booleans, ``~`` is null), except
   timestamps, which stay strings as go-yaml v2 keeps them when decoding into JSON;
 * a non-string mapping key becomes a string as sigs.k8s.io/yaml makes it: ``off:`` is ``"false"``,
   ``1:`` is ``"1"``; a null or fractional key is refused;
-* ``!!set`` is a mapping to nulls (what YAML defines it as); ``!!binary``, ``.nan``, ``.inf`` and
-  integers beyond 64 bits are refused (JSON has no such values);
+* ``!!set`` is a mapping to nulls (what YAML defines it as), ``!!omap`` a list of mappings;
+  ``!!binary``, ``.nan``, ``.inf``, integers too large for a float and explicit tags that do not
+  fit their text (``!!float x``) are refused (JSON has no such values);
 * files must be UTF-8, and nesting deeper than :data:`MAX_DEPTH` is refused.
 """
 
@@ -104,6 +105,8 @@ class _Measure:
         """``(nodes, levels)`` below and including ``node``, found at nesting ``depth``."""
         if id(node) in self.open:
             raise _Refused("an alias refers to a node that contains it (JSON has no cycles)", node)
+        if depth > MAX_DEPTH:  # before going further down: aliases can chain deep subtrees
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels (aliases expanded)", node)
         size, height = self.known.get(id(node)) or self._children(node, depth)
         if depth + height - 1 > MAX_DEPTH:
             raise _Refused(f"nested deeper than {MAX_DEPTH} levels (aliases expanded)", node)

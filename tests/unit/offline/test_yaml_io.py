@@ -54,6 +54,8 @@ def test_reads_what_kubectl_reads(text: str, expected: object) -> None:
     ("a: " + "{b: " * 3000 + "1" + "}" * 3000, "nested deeper than 200 levels"),
     ("x: &x " + "[" * 150 + "]" * 150 + "\ny: " + "[" * 100 + "*x" + "]" * 100, "aliases expanded"),
     ("a: &a [*a]", "an alias refers to a node that contains it"),
+    ("a0: &a0 [1]\n" + "".join(f"a{i}: &a{i} " + "[" * 150 + f"*a{i - 1}" + "]" * 150 + "\n" for i in range(1, 30)),
+     "nested deeper than 200 levels (aliases expanded)"),  # a chain of aliases, each within the limit
     ("a: &a [" + ",".join(["0"] * 10) + "]\n" + "".join(
         f"{c}: &{c} [{','.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True)),
      "more than 1000000 values"),
