@@ -3,7 +3,8 @@
 The policies (:mod:`kinitiras_py.bench.scale`: one matching the benchmark Pod, the rest not)
 are created in the API server; ``serve`` runs as a child process (no webhook registration, a
 throw-away certificate) until ``/readyz``. Measured: the child's resident memory (VmRSS, and
-its peak VmHWM) while it answers AdmissionReviews, and how long a policy change takes to reach
+its peak VmHWM) while it answers AdmissionReviews, read once it has served for ``SETTLE`` more
+seconds (every policy's status written by then), and how long a policy change takes to reach
 the answers: an update of the matching policy and a newly created policy, each timed from the
 API server's reply to the first ``/mutate`` answer that shows it.
 """
@@ -37,6 +38,8 @@ PARALLEL = 16
 """Policy creations in flight at once."""
 READY_TIMEOUT = 600.0
 EFFECT_TIMEOUT = 30.0
+SETTLE = 90.0
+"""Seconds of serving after the changes before memory is read (status writes of 10,000 policies)."""
 
 
 @dataclass(frozen=True)
@@ -183,8 +186,13 @@ async def _changes(api: Api, hook: _Webhook, trials: int) -> tuple[list[float], 
     return updates, adds
 
 
-async def run(kubeconfig: str, total: int, trials: int = 3, requests: int = 200) -> MemoryStats:
-    """Create ``total`` policies, serve them, measure, and delete them again."""
+async def run(kubeconfig: str, total: int, trials: int = 3, requests: int = 200,
+              settle: float = SETTLE) -> MemoryStats:
+    """Create ``total`` policies, serve them, measure, and delete them again.
+
+    Memory is read after ``settle`` more seconds of answering reviews, by when ``serve`` has
+    written the status of every policy (objects with status are what it keeps from then on).
+    """
     api = await api_client(kubeconfig)
     try:
         await _clean(api)
@@ -200,8 +208,11 @@ async def run(kubeconfig: str, total: int, trials: int = 3, requests: int = 200)
                 for _ in range(requests):
                     await hook.patch()
                 updates, adds = await _changes(api, hook, trials)
-                for _ in range(requests):
-                    await hook.patch()
+                settled = time.monotonic() + settle
+                while time.monotonic() < settled:
+                    for _ in range(requests):
+                        await hook.patch()
+                    await asyncio.sleep(min(1.0, max(0.0, settled - time.monotonic())))
                 rss, peak = memory_of(hook.process.pid)
             finally:
                 await hook.close()

@@ -94,7 +94,7 @@ async def test_an_update_and_an_addition_take_effect_among_many_policies(api: Ap
 
 
 async def test_bench_memory_runs_and_prints_its_figures(cluster: Cluster, capsys: Any) -> None:
-    stats = await memory.run(cluster.kubeconfig, total=20, trials=1, requests=5)
+    stats = await memory.run(cluster.kubeconfig, total=20, trials=1, requests=5, settle=0.5)
     assert stats.policies == 20 and stats.rss_mib > 0 and len(stats.update_seconds) == len(stats.add_seconds) == 1
     text = memory.table(stats)
     for field in ("RSS while serving", "ratio to 128 MiB", "update takes effect", "new policy in force"):
