@@ -20,6 +20,7 @@ Absent or null optional fields are fine; the caller checks which are required pe
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from kinitiras_py.base.errors import ReviewError
 from kinitiras_py.base.typedefs import Obj
@@ -122,7 +123,7 @@ def check_object(value: object, path: str) -> None:
             controller = owner.get("controller")
             if controller is not None and not isinstance(controller, bool):
                 raise _fail(f"{where}.controller", "a bool", controller)
-    too_deep = _deeper_than(obj, MAX_DEPTH)
+    too_deep = _deeper_than(obj, MAX_DEPTH) if _exceeds(obj, MAX_DEPTH) else None
     if too_deep is not None:
         shown = "".join(too_deep[:8]) + ("..." if len(too_deep) > 8 else "")
         raise ReviewError(f"{path} is nested deeper than {MAX_DEPTH} levels (at {path}{shown})")
@@ -137,6 +138,18 @@ def _children(value: object) -> Iterator[tuple[str, object]]:
         for i, item in enumerate(value):
             if isinstance(item, dict | list):
                 yield f"[{i}]", item
+
+
+def _exceeds(root: Obj, limit: int) -> bool:
+    """Whether containers nest more than ``limit`` levels below ``root``: one list comprehension
+    per level, the fast check every request pays (finding the path is left to the slow one)."""
+    level: list[Any] = [root]
+    for _depth in range(limit + 1):
+        level = [child for value in level for child in (value.values() if isinstance(value, dict) else value)
+                 if isinstance(child, dict | list)]
+        if not level:
+            return False
+    return True
 
 
 def _deeper_than(root: object, limit: int) -> list[str] | None:
