@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from typing import Any
 
 from kinitiras_py.api import policies as models
@@ -71,7 +72,8 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
         if built is not None:
             rules.append(built[0])
             if built[1] is not None:
-                rendered[i] = built[1]
+                # One string per distinct rendered text: many policies render the same template alike.
+                rendered[i] = sys.intern(built[1])
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:
         raise PolicyErrors(errors, ref)
