@@ -2,7 +2,7 @@
 
 Only :mod:`.cel` uses this. cel-expr-python holds the GIL for a whole evaluation and cannot be
 interrupted, so the bounds act where Python runs: before the evaluation (the request must be
-no larger than the program's estimate assumed) and at every call of one of our functions (the
+no larger than the program's estimate assumed, where it depends on it) and at every call of one of our functions (the
 time limit, and the length of the lists they make).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -55,28 +55,41 @@ def bounded(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def measures(variables: Mapping[str, JSON]) -> tuple[int, int]:
-    """(entries of the longest list or map, serialized bytes of the largest variable)."""
-    longest = 0
-    stack: list[Any] = [v for v in variables.values() if type(v) in _CONTAINERS]
-    pop, push = stack.pop, stack.extend
-    while stack:  # containers only, by exact type: several times faster than visiting every value
-        value = pop()
-        if len(value) > longest:
-            longest = len(value)
-        push([v for v in (value.values() if type(value) is dict else value) if type(v) in _CONTAINERS])
-    largest = 0
+def longest(variables: Mapping[str, JSON], paths: Iterable[costmodel.Path]) -> tuple[int, str]:
+    """The most entries of a list or map at any of ``paths`` in ``variables``, and which path
+    (``object.spec.containers``; ``[*]`` any element or value). Only these lengths bound the
+    cost (:attr:`cost.Estimate.paths`): long lists elsewhere are not looked at."""
+    most, where = 0, ""
+    for path in paths:
+        found: list[Any] = [variables.get(path[0])]
+        for segment in path[1:]:
+            if segment == costmodel.ANY:
+                found = [v for value in found if type(value) in _CONTAINERS
+                         for v in (value.values() if type(value) is dict else value)]
+            else:
+                found = [value[segment] for value in found if type(value) is dict and segment in value]
+        for value in found:
+            if type(value) in _CONTAINERS and len(value) > most:
+                most, where = len(value), ".".join(path).replace(".*", "[*]")
+    return most, where
+
+
+def largest(variables: Mapping[str, JSON]) -> int:
+    """The serialized bytes of the largest variable."""
+    size = 0
     for value in variables.values():
         with contextlib.suppress(TypeError):  # not JSON: the conversion to CEL reports it
-            largest = max(largest, len(orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_SUBCLASS)))
-    return longest, largest
+            size = max(size, len(orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_SUBCLASS)))
+    return size
 
 
-def check_size(bound: cost.Estimate, measured: tuple[int, int]) -> None:
-    """Refuse request data larger than what ``bound`` was estimated for."""
-    longest, largest = measured
-    if longest > (bound.items or 0) or largest > (bound.bytes or 0):
+def check_size(bound: cost.Estimate, most: tuple[int, str], size: int) -> None:
+    """Refuse request data larger than what ``bound`` was estimated for: ``most`` entries at the
+    paths it depends on (:func:`longest`), ``size`` bytes in a variable (:func:`largest`)."""
+    entries, where = most
+    if entries > (bound.items or 0) or size > (bound.bytes or 0):
+        at = f"{where} has {entries} entries" if entries > (bound.items or 0) else f"it has {size:,} bytes"
         raise CelEvalError(
             f"the request is too large for this expression's cost bound ({bound.cost:,} for lists of at "
-            f"most {bound.items} entries and values of at most {bound.bytes or 0:,} bytes; this request has "
-            f"{longest} entries and {largest:,} bytes)")
+            f"most {bound.items} entries where it reads them and values of at most {bound.bytes or 0:,} bytes; "
+            f"{at})")

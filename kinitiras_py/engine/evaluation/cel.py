@@ -62,6 +62,7 @@ from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_option
 from kinitiras_py.base.errors import CelCompileError, CelEvalError
 from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.evaluation import bounds, celbridge, celcheck, celext, cost
+from kinitiras_py.engine.evaluation.costmodel import Path
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject")
 MAX_SOURCE_BYTES = 64 * 1024
@@ -159,9 +160,12 @@ class Program:
 
         Returns a plain JSON value; raises :class:`CelEvalError` when evaluation fails.
         """
-        if self.bound.items is not None:
-            measures = variables.measures() if isinstance(variables, Bindings) else bounds.measures(variables)
-            bounds.check_size(self.bound, measures)
+        paths = self.bound.paths
+        if paths is not None:
+            if isinstance(variables, Bindings):
+                bounds.check_size(self.bound, variables.longest(paths), variables.largest())
+            else:
+                bounds.check_size(self.bound, bounds.longest(variables, paths), bounds.largest(variables))
         bounds.start()
         try:
             if isinstance(variables, Bindings):
@@ -181,18 +185,26 @@ class Bindings:
     same bindings pay it once. The values must not change while the bindings are in use.
     """
 
-    __slots__ = ("_activation", "_measures", "_variables")
+    __slots__ = ("_activation", "_largest", "_longest", "_variables")
 
     def __init__(self, variables: Mapping[str, JSON]) -> None:
         self._variables = variables
         self._activation: Any = None
-        self._measures: tuple[int, int] | None = None
+        self._largest: int | None = None
+        self._longest: dict[tuple[Path, ...], tuple[int, str]] = {}
 
-    def measures(self) -> tuple[int, int]:
-        """:func:`bounds.measures` of the variables, computed once."""
-        if self._measures is None:
-            self._measures = bounds.measures(self._variables)
-        return self._measures
+    def largest(self) -> int:
+        """:func:`bounds.largest` of the variables, computed once."""
+        if self._largest is None:
+            self._largest = bounds.largest(self._variables)
+        return self._largest
+
+    def longest(self, paths: tuple[Path, ...]) -> tuple[int, str]:
+        """:func:`bounds.longest` at ``paths``, computed once for each set of paths."""
+        most = self._longest.get(paths)
+        if most is None:
+            most = self._longest[paths] = bounds.longest(self._variables, paths)
+        return most
 
     def activation(self) -> Any:
         """The cel-expr-python activation, made on first use: a value that cannot be converted

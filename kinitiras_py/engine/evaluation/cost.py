@@ -11,6 +11,10 @@ Sizes
     a loop can run); a program over budget there is estimated for smaller requests, and is
     admitted with the first tier it fits, which the request is then checked against before
     every evaluation (:class:`Estimate`). A program over budget at every tier is refused.
+    The check measures only what the cost depends on: the bytes of each variable, and the
+    entries of the request data the program iterates or hands to a function whose cost or
+    result depends on them (``size``, ``in``, ``+``...), by the paths it reads them from
+    (:attr:`Estimate.paths`); a long list elsewhere in the request costs nothing.
     Lists made by our functions hold at most :data:`.costmodel.FUNCTION_ITEMS` (enforced when they run; a
     literal ``range(n)`` counts ``n``); constants have their own sizes. ``size(x)`` of request
     data is taken as its entries, though a string may be longer: the error is bounded by
@@ -37,11 +41,14 @@ from typing import Any
 
 from kinitiras_py.engine.evaluation.celcheck import fields
 from kinitiras_py.engine.evaluation.costmodel import (
+    ANY,
     CONST,
     CONVERSION,
     DATA,
     FUNCTIONS,
+    LENGTH_FREE,
     ONE,
+    Path,
     Val,
     default,
     join,
@@ -73,8 +80,9 @@ longer."""
 class Estimate:
     """A program's cost bound, and the request data it holds for.
 
-    ``items`` bounds the entries of every list and map in the request, ``bytes`` the serialized
-    size of each variable; both are None when the bound holds for any request. ``base`` is the
+    ``items`` bounds the entries of the lists and maps at ``paths`` in the request (the paths
+    the cost depends on), ``bytes`` the serialized size of each variable; all three are None
+    when the bound holds for any request. ``base`` is the
     cost with one-byte request data, what the program costs by itself (taken only when ``cost``
     is above the caller's threshold; else ``cost``, which bounds it).
     """
@@ -83,6 +91,7 @@ class Estimate:
     items: int | None = None
     bytes: int | None = None
     base: int = 0
+    paths: tuple[Path, ...] | None = None
 
 
 class _Over(Exception):
@@ -98,13 +107,14 @@ def estimate(serialized: bytes, threshold: float = 0) -> Estimate:
     """
     for tier, (items, size) in enumerate(TIERS):
         last = tier == len(TIERS) - 1
+        walker = _Walker(serialized, Val(items, size, DATA), float("inf") if last else BUDGET)
         try:
-            cost = int(_Walker(serialized, Val(items, size, DATA), float("inf") if last else BUDGET).run())
+            cost = int(walker.run())
         except _Over:
             continue
         if cost <= BUDGET or last:
             base = cost if cost <= threshold else int(_Walker(serialized, Val(1, 1, DATA)).run())
-            return Estimate(cost, base=base) if tier == 0 else Estimate(cost, items, size, base)
+            return Estimate(cost, base=base) if tier == 0 else Estimate(cost, items, size, base, tuple(walker.read))
     raise AssertionError("the last tier always returns")
 
 
@@ -131,6 +141,12 @@ class _Walker:
         self.limit = limit
         self.total = 0.0
         self.loops: list[tuple[int, float]] = []  # enclosing comprehensions: (id, iterations)
+        self.read: dict[Path, None] = {}  # request paths whose entries the cost depends on, in order
+
+    def measured(self, vals: list[Val]) -> None:
+        """The cost depends on the entries of ``vals``: the request must be measured where they are."""
+        for val in vals:
+            self.read.update(dict.fromkeys(val.paths))
 
     def run(self) -> float:
         result = self.expr(self.root, {})
@@ -171,7 +187,7 @@ class _Walker:
             if kind == 4:
                 self.charge(lambda _: 1, [])
                 name = dict(_parts(value)).get(1, b"").decode()
-                return env.get(name, self.data)
+                return env[name] if name in env else replace(self.data, paths=((name,),))
             if kind == 5:
                 return self.select(value, env)
             if kind == 6:
@@ -198,10 +214,9 @@ class _Walker:
         parts = dict(_parts(body))
         operand = self.expr(parts.get(1, b""), env)
         self.charge(lambda _: 1, [])
-        known = operand.field(parts.get(2, b"").decode())
-        if known is not None:
-            return known
-        return Val(operand.items, operand.bytes, operand.origin)
+        name = parts.get(2, b"").decode()
+        known = operand.field(name)
+        return known if known is not None else operand.at(name)
 
     def list(self, body: bytes, env: dict[str, Val]) -> Val:
         elements = [self.expr(v, env) for n, v in _parts(body) if n == 1]
@@ -230,16 +245,20 @@ class _Walker:
         parts = _parts(body)
         name = next((v.decode() for n, v in parts if n == 2), "")
         args = [self.expr(v, env) for n, v in parts if n in (1, 3)]
-        if name in ("_[_]", "_[?_]") and len(args) == 2:
-            key = _string_constant(next((v for n, v in parts if n == 3), b""))
+        if name in ("_[_]", "_[?_]", "_?._") and len(args) == 2:
+            key = _string_constant([v for n, v in parts if n == 3][-1])  # the index: the last argument
             shaped = args[0].field(key) or args[0].element
             if shaped is None and args[1].origin >= 0 and args[0].origin != CONST:
                 # Indexed by a loop's distinct indexes: one element per iteration, each once a pass.
-                shaped = replace(args[0], origin=args[1].origin)
+                shaped = replace(args[0].at(ANY), origin=args[1].origin)
+            if shaped is None and args[0].paths:
+                shaped = args[0].at(ANY if key is None else key)
             if shaped is not None:
                 self.charge(lambda _: 1, [])
                 return shaped
         rule = FUNCTIONS.get(name, default)
+        if rule not in LENGTH_FREE:
+            self.measured(args)
         self.charge(lambda vals: rule(vals)[0], args)
         return rule(args)[1]
 
@@ -249,6 +268,7 @@ class _Walker:
         source = self.expr(parts[2], env)
         init = self.expr(parts[4], env)
         n = min(source.items, MAX_ITERATIONS)
+        self.measured([source])
         if n <= 0:  # cel.bind: an empty range, the bound value is the accumulator
             return self.expr(parts[7], {**env, names[3]: init})
         if source.distinct:  # each index once: what it selects is one element per iteration
@@ -256,7 +276,7 @@ class _Walker:
         elif source.origin == CONST:
             element = source.element or Val(source.items, source.bytes)
         elif source.element is None:
-            element = Val(source.items, source.bytes, node_id)
+            element = replace(source.at(ANY), origin=node_id)
         else:
             element = retag(source.element, node_id)
         inner = {**env, names[1]: element if names[8] == "" else ONE}

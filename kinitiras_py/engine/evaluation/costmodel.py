@@ -5,8 +5,10 @@ Only :mod:`.cost` uses this. Units follow Kubernetes (``k8s.io/apiserver/pkg/api
 traverses. Where cel-expr-python or our Python functions cost more, the factors below say what
 was measured.
 
-A value is bounded by :class:`Val`: its entries or characters, its serialized bytes, and where
-it comes from (a constant, request data, or one element of a request list a loop iterates).
+A value is bounded by :class:`Val`: its entries or characters, its serialized bytes, where
+it comes from (a constant, request data, or one element of a request list a loop iterates), and
+for request data the paths it was read from (``("object", "spec", "*")``, ``*`` any element), so
+that a request can be checked where the program's cost depends on the length of what it reads.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ QUANTITY = 300  # parsing a quantity (measured ~15-30 µs uncached); scale() doe
 
 # Kinds of origin: a constant, request data, or an element of the request-data list of loop N.
 CONST, DATA = -1, -2
+ANY = "*"
+"""A path segment for any element of a list or value of a map."""
+Path = tuple[str, ...]
 
 
 @dataclass(slots=True)
@@ -42,10 +47,15 @@ class Val:
     fields: tuple[tuple[str, Val], ...] | None = None  # of a map literal with string keys
     distinct: bool = False  # a list of distinct indexes (range): indexing with them visits each once
     listed: bool = False  # known to be a list (a literal, a loop's result): `+` copies handles, not bytes
+    paths: tuple[Path, ...] = ()  # the request data it may be, when its ``items`` are the request's
 
     def small(self) -> Val:
         """The value as one of many list elements sharing the list's size (see module doc)."""
         return Val(1, 1, self.origin) if self.origin >= 0 else self
+
+    def at(self, segment: str) -> Val:
+        """Request data one level below this value (its items and bytes bound what it holds)."""
+        return Val(self.items, self.bytes, self.origin, paths=tuple((*p, segment) for p in self.paths))
 
     def field(self, name: str | None) -> Val | None:
         """What selecting ``name`` gives, when the value's shape is known."""
@@ -58,6 +68,11 @@ def retag(val: Val, loop: int) -> Val:
     """An element of a list iterated by ``loop``: its per-element parts become that loop's."""
     fields = None if val.fields is None else tuple((k, retag(v, loop)) for k, v in val.fields)
     return replace(val, origin=loop if val.origin >= 0 else val.origin, fields=fields)
+
+
+def paths(vals: list[Val]) -> tuple[Path, ...]:
+    """The request paths any of ``vals`` may have been read from."""
+    return tuple(dict.fromkeys(p for v in vals for p in v.paths))
 
 
 def join(vals: list[Val]) -> Val | None:
@@ -78,7 +93,7 @@ def join(vals: list[Val]) -> Val | None:
     origin = max(origins) if min(origins) >= 0 else merge(*vals)
     return Val(max(v.items for v in vals), max(v.bytes for v in vals), origin,
                element=join(elements) if elements and len(elements) == len(filled) else None, fields=fields,
-               listed=all(v.listed for v in vals))
+               listed=all(v.listed for v in vals), paths=paths(vals))
 
 
 ONE = Val(1, 8)
@@ -125,7 +140,8 @@ def _concat(vals: list[Val]) -> tuple[float, Val]:
     filled = [v for v in vals if v.items > 0]  # `[] + l`: the empty list says nothing of the elements
     elements = [v.element for v in filled if v.element is not None]
     return 1 + COPY * items + (0 if listed else SCAN * size), Val(
-        items, size, merge(*vals), element=join(elements) if len(elements) == len(filled) else None, listed=listed)
+        items, size, merge(*vals), element=join(elements) if len(elements) == len(filled) else None, listed=listed,
+        paths=paths(vals))
 
 
 def _pass(vals: list[Val]) -> tuple[float, Val]:
@@ -138,7 +154,8 @@ def _pass(vals: list[Val]) -> tuple[float, Val]:
 def _same(vals: list[Val]) -> tuple[float, Val]:
     """A function returning something as large as its receiver (``lowerAscii``, ``replace``...)."""
     largest = max(vals, key=lambda v: v.bytes) if vals else ONE
-    return 1 + TRAVERSAL * sum(v.items for v in vals), Val(largest.items, largest.bytes, merge(*vals))
+    return 1 + TRAVERSAL * sum(v.items for v in vals), Val(largest.items, largest.bytes, merge(*vals),
+                                                           paths=paths(vals))
 
 
 def _index(vals: list[Val]) -> tuple[float, Val]:
@@ -216,3 +233,9 @@ FUNCTIONS: dict[str, Rule] = {
                      "workload.podSpecPath"), _scalar),
 }
 
+
+LENGTH_FREE: frozenset[Rule] = frozenset((_traverse, _scan, _prefix, _pass, _index, _cheap, _regex, default, _range,
+                                          _listed, _scalar, _quantity))
+"""Rules whose cost and result do not depend on the entries of request data they are given (bytes
+are checked separately; ``_pass`` and ``_index`` hand the value on, paths included): the request
+paths of the arguments of any other rule are measured before an evaluation."""
