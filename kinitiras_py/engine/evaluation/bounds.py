@@ -24,6 +24,7 @@ TIME_LIMIT = 1.0
 """Seconds after which our functions make an evaluation fail (checked at each call)."""
 
 _CONTAINERS = frozenset((dict, list, tuple))  # what the conversion to CEL walks into (subclasses are copied)
+_SIZED = _CONTAINERS | {str}  # a string's entries are its characters, as the estimate takes them
 _clock = threading.local()  # per thread: when the running evaluation must give up
 
 
@@ -56,12 +57,12 @@ def bounded(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def longest(variables: Mapping[str, JSON], paths: Iterable[costmodel.Path]) -> tuple[int, str]:
-    """The most entries of a list or map at any of ``paths`` in ``variables``, and which path
+    """The most entries of a list, map or string at any of ``paths`` in ``variables``, and which path
     (``object.spec.containers``; ``[*]`` any element or value). Only these lengths bound the
     cost (:attr:`cost.Estimate.paths`): long lists elsewhere are not looked at."""
     most, where = 0, ""
     for path in paths:
-        found: list[Any] = [variables.get(path[0])]
+        found: list[Any] = _everything(variables) if path[0] == costmodel.EVERYWHERE else [variables.get(path[0])]
         for segment in path[1:]:
             if segment == costmodel.ANY:
                 found = [v for value in found if type(value) in _CONTAINERS
@@ -69,9 +70,20 @@ def longest(variables: Mapping[str, JSON], paths: Iterable[costmodel.Path]) -> t
             else:
                 found = [value[segment] for value in found if type(value) is dict and segment in value]
         for value in found:
-            if type(value) in _CONTAINERS and len(value) > most:
+            if type(value) in _SIZED and len(value) > most:
                 most, where = len(value), ".".join(path).replace(".*", "[*]")
     return most, where
+
+
+def _everything(variables: Mapping[str, JSON]) -> list[Any]:
+    """Every list and map in ``variables``, at any depth."""
+    found: list[Any] = []
+    stack: list[Any] = [v for v in variables.values() if type(v) in _CONTAINERS]
+    while stack:  # containers only, by exact type: several times faster than visiting every value
+        value = stack.pop()
+        found.append(value)
+        stack.extend([v for v in (value.values() if type(value) is dict else value) if type(v) in _CONTAINERS])
+    return found
 
 
 def largest(variables: Mapping[str, JSON]) -> int:

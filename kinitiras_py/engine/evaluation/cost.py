@@ -45,6 +45,7 @@ from kinitiras_py.engine.evaluation.costmodel import (
     CONST,
     CONVERSION,
     DATA,
+    EVERYWHERE,
     FUNCTIONS,
     LENGTH_FREE,
     ONE,
@@ -187,7 +188,10 @@ class _Walker:
             if kind == 4:
                 self.charge(lambda _: 1, [])
                 name = dict(_parts(value)).get(1, b"").decode()
-                return env[name] if name in env else replace(self.data, paths=((name,),))
+                if name in env:
+                    return env[name]
+                # A variable; a compiler-made name (cel.@block's @index0) may hold any part of the request.
+                return replace(self.data, paths=((EVERYWHERE,) if name.startswith("@") else (name,),))
             if kind == 5:
                 return self.select(value, env)
             if kind == 6:
@@ -248,6 +252,8 @@ class _Walker:
         if name in ("_[_]", "_[?_]", "_?._") and len(args) == 2:
             key = _string_constant([v for n, v in parts if n == 3][-1])  # the index: the last argument
             shaped = args[0].field(key) or args[0].element
+            if shaped is None and args[0].fields:  # a map literal indexed by a computed key: any value
+                shaped = join([v for _, v in args[0].fields])
             if shaped is None and args[1].origin >= 0 and args[0].origin != CONST:
                 # Indexed by a loop's distinct indexes: one element per iteration, each once a pass.
                 shaped = replace(args[0].at(ANY), origin=args[1].origin)

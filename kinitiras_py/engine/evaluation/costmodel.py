@@ -29,6 +29,8 @@ QUANTITY = 300  # parsing a quantity (measured ~15-30 µs uncached); scale() doe
 CONST, DATA = -1, -2
 ANY = "*"
 """A path segment for any element of a list or value of a map."""
+EVERYWHERE = "**"
+"""A path root for any list or map at any depth of any variable."""
 Path = tuple[str, ...]
 
 
@@ -148,6 +150,8 @@ def _pass(vals: list[Val]) -> tuple[float, Val]:
     """dyn(), optionals, ``c ? a : b``: a value handed on, not copied."""
     if len(vals) == 3:  # the conditional: either branch
         return 1, join(vals[1:]) or ONE
+    if len(vals) == 2:  # orValue, or: the value or the alternative
+        return 1, join(vals) or ONE
     return 1, vals[0] if vals else ONE
 
 

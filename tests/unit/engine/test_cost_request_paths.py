@@ -114,3 +114,26 @@ def test_apply_sets_the_requests_of_a_deployment_with_a_long_env_list(tmp_path: 
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "too large" not in done.stdout + done.stderr
+
+
+def test_the_alternative_of_an_optional_is_measured_too() -> None:
+    program = cel.compile_program("object.?a.orValue(object.b).map(x, x).size() >= 0")
+    assert {("object", "a"), ("object", "b")} <= set(program.bound.paths or ())
+    with pytest.raises(CelEvalError, match=r"object\.b has 5000"):
+        program.evaluate({"object": {"b": list(range(5000))}})
+
+
+def test_a_name_the_walk_cannot_place_stands_for_any_list_in_the_request() -> None:
+    assert bounds.longest({"object": {"a": [{"b": [0] * 7}]}, "params": {}}, [("**",)]) == (7, "**")
+
+
+def test_a_map_literal_indexed_by_a_computed_key_holds_the_list_it_was_built_with() -> None:
+    program = cel.compile_program('{"k": object.l}[object.key].map(x, x).size() >= 0')
+    assert program.bound.items is not None and ("object", "l") in (program.bound.paths or ())
+
+
+def test_strings_read_where_their_length_counts_are_measured() -> None:
+    program = cel.compile_program("object.s.split(',').map(x, x).size() >= 0")
+    assert program.bound.items is not None
+    with pytest.raises(CelEvalError, match=r"object\.s has 5000"):
+        program.evaluate({"object": {"s": "a" * 5000}})
