@@ -9,9 +9,10 @@ time limit, and the length of the lists they make).
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -56,40 +57,70 @@ def bounded(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def longest(variables: Mapping[str, JSON], paths: Iterable[costmodel.Path]) -> tuple[int, str]:
+def longest(variables: Mapping[str, JSON], paths: tuple[costmodel.Path, ...]) -> tuple[int, str]:
     """The most entries of a list, map or string at any of ``paths`` in ``variables``, and which path
     (``object.spec.containers``; ``[*]`` any element or value). Only these lengths bound the
     cost (:attr:`cost.Estimate.paths`): long lists elsewhere are not looked at."""
-    most, where = 0, ""
-    for path in paths:
-        found: list[Any] = _everything(variables) if path[0] == costmodel.EVERYWHERE else [variables.get(path[0])]
-        for segment in path[1:]:
-            if segment == costmodel.ANY:
-                found = [v for value in found if type(value) in _CONTAINERS
-                         for v in (value.values() if type(value) is dict else value)]
-            else:
-                found = [value[segment] for value in found if type(value) is dict and segment in value]
+    most: list[Any] = [0, ""]
+    for root, node in _trie(paths).items():
+        if root is None:  # no path is empty
+            continue
+        found = _everything(variables) if root == costmodel.EVERYWHERE else [variables.get(root)]
         for value in found:
-            if type(value) in _SIZED and len(value) > most:
-                most, where = len(value), ".".join(path).replace(".*", "[*]")
-    return most, where
+            _visit(value, node, most)
+    return most[0], most[1]
+
+
+_Node = dict[str | None, Any]  # a trie node: child nodes by segment, the path's name under None
+
+
+@functools.lru_cache(maxsize=1024)
+def _trie(paths: tuple[costmodel.Path, ...]) -> _Node:
+    """``paths`` as nested dicts of segments (they share their prefixes: pod spec alternatives)."""
+    root: _Node = {}
+    for path in paths:
+        node = root
+        for segment in path:
+            node = node.setdefault(segment, {})
+        node[None] = ".".join(path).replace(".*", "[*]")
+    return root
+
+
+def _visit(value: Any, node: _Node, most: list[Any]) -> None:
+    kind = type(value)
+    where = node.get(None)
+    if where is not None and kind in _SIZED and len(value) > most[0]:
+        most[0], most[1] = len(value), where
+    if kind is dict:
+        for segment, child in node.items():
+            if segment == costmodel.ANY:
+                for v in value.values():
+                    _visit(v, child, most)
+            elif segment is not None and segment in value:
+                _visit(value[segment], child, most)
+    elif kind in _CONTAINERS and costmodel.ANY in node:
+        child = node[costmodel.ANY]
+        for v in value:
+            _visit(v, child, most)
 
 
 def _everything(variables: Mapping[str, JSON]) -> list[Any]:
-    """Every list and map in ``variables``, at any depth."""
+    """Every list, map and string in ``variables``, at any depth."""
     found: list[Any] = []
-    stack: list[Any] = [v for v in variables.values() if type(v) in _CONTAINERS]
-    while stack:  # containers only, by exact type: several times faster than visiting every value
+    stack: list[Any] = [v for v in variables.values() if type(v) in _SIZED]
+    while stack:
         value = stack.pop()
         found.append(value)
-        stack.extend([v for v in (value.values() if type(value) is dict else value) if type(v) in _CONTAINERS])
+        if type(value) is not str:
+            stack.extend([v for v in (value.values() if type(value) is dict else value) if type(v) in _SIZED])
     return found
 
 
-def largest(variables: Mapping[str, JSON]) -> int:
-    """The serialized bytes of the largest variable."""
+def largest(variables: Mapping[str, JSON], names: tuple[str, ...]) -> int:
+    """The serialized bytes of the largest of the variables ``names`` (all for ``**``)."""
     size = 0
-    for value in variables.values():
+    read = variables.values() if costmodel.EVERYWHERE in names else [variables.get(n) for n in names]
+    for value in read:
         with contextlib.suppress(TypeError):  # not JSON: the conversion to CEL reports it
             size = max(size, len(orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_SUBCLASS)))
     return size

@@ -160,12 +160,12 @@ class Program:
 
         Returns a plain JSON value; raises :class:`CelEvalError` when evaluation fails.
         """
-        paths = self.bound.paths
-        if paths is not None:
+        paths, names = self.bound.paths, self.bound.variables
+        if paths is not None and names is not None:
             if isinstance(variables, Bindings):
-                bounds.check_size(self.bound, variables.longest(paths), variables.largest())
+                bounds.check_size(self.bound, variables.longest(paths), variables.largest(names))
             else:
-                bounds.check_size(self.bound, bounds.longest(variables, paths), bounds.largest(variables))
+                bounds.check_size(self.bound, bounds.longest(variables, paths), bounds.largest(variables, names))
         bounds.start()
         try:
             if isinstance(variables, Bindings):
@@ -190,14 +190,15 @@ class Bindings:
     def __init__(self, variables: Mapping[str, JSON]) -> None:
         self._variables = variables
         self._activation: Any = None
-        self._largest: int | None = None
+        self._largest: dict[tuple[str, ...], int] = {}
         self._longest: dict[tuple[Path, ...], tuple[int, str]] = {}
 
-    def largest(self) -> int:
-        """:func:`bounds.largest` of the variables, computed once."""
-        if self._largest is None:
-            self._largest = bounds.largest(self._variables)
-        return self._largest
+    def largest(self, names: tuple[str, ...]) -> int:
+        """:func:`bounds.largest` of the variables ``names``, computed once for each set of names."""
+        size = self._largest.get(names)
+        if size is None:
+            size = self._largest[names] = bounds.largest(self._variables, names)
+        return size
 
     def longest(self, paths: tuple[Path, ...]) -> tuple[int, str]:
         """:func:`bounds.longest` at ``paths``, computed once for each set of paths."""

@@ -82,8 +82,8 @@ class Estimate:
     """A program's cost bound, and the request data it holds for.
 
     ``items`` bounds the entries of the lists and maps at ``paths`` in the request (the paths
-    the cost depends on), ``bytes`` the serialized size of each variable; all three are None
-    when the bound holds for any request. ``base`` is the
+    the cost depends on), ``bytes`` the serialized size of each variable in ``variables`` (those
+    the program reads; ``**`` for all); all four are None when the bound holds for any request. ``base`` is the
     cost with one-byte request data, what the program costs by itself (taken only when ``cost``
     is above the caller's threshold; else ``cost``, which bounds it).
     """
@@ -93,6 +93,7 @@ class Estimate:
     bytes: int | None = None
     base: int = 0
     paths: tuple[Path, ...] | None = None
+    variables: tuple[str, ...] | None = None
 
 
 class _Over(Exception):
@@ -115,7 +116,8 @@ def estimate(serialized: bytes, threshold: float = 0) -> Estimate:
             continue
         if cost <= BUDGET or last:
             base = cost if cost <= threshold else int(_Walker(serialized, Val(1, 1, DATA)).run())
-            return Estimate(cost, base=base) if tier == 0 else Estimate(cost, items, size, base, tuple(walker.read))
+            return Estimate(cost, base=base) if tier == 0 else Estimate(cost, items, size, base, tuple(walker.read),
+                                                                     tuple(walker.roots))
     raise AssertionError("the last tier always returns")
 
 
@@ -143,6 +145,7 @@ class _Walker:
         self.total = 0.0
         self.loops: list[tuple[int, float]] = []  # enclosing comprehensions: (id, iterations)
         self.read: dict[Path, None] = {}  # request paths whose entries the cost depends on, in order
+        self.roots: dict[str, None] = {}  # the variables read
 
     def measured(self, vals: list[Val]) -> None:
         """The cost depends on the entries of ``vals``: the request must be measured where they are."""
@@ -191,7 +194,9 @@ class _Walker:
                 if name in env:
                     return env[name]
                 # A variable; a compiler-made name (cel.@block's @index0) may hold any part of the request.
-                return replace(self.data, paths=((EVERYWHERE,) if name.startswith("@") else (name,),))
+                root = EVERYWHERE if name.startswith("@") else name
+                self.roots[root] = None
+                return replace(self.data, paths=((root,),))
             if kind == 5:
                 return self.select(value, env)
             if kind == 6:

@@ -124,7 +124,7 @@ def test_the_alternative_of_an_optional_is_measured_too() -> None:
 
 
 def test_a_name_the_walk_cannot_place_stands_for_any_list_in_the_request() -> None:
-    assert bounds.longest({"object": {"a": [{"b": [0] * 7}]}, "params": {}}, [("**",)]) == (7, "**")
+    assert bounds.longest({"object": {"a": [{"b": [0] * 7}]}, "params": {}}, (("**",),)) == (7, "**")
 
 
 def test_a_map_literal_indexed_by_a_computed_key_holds_the_list_it_was_built_with() -> None:
@@ -137,3 +137,17 @@ def test_strings_read_where_their_length_counts_are_measured() -> None:
     assert program.bound.items is not None
     with pytest.raises(CelEvalError, match=r"object\.s has 5000"):
         program.evaluate({"object": {"s": "a" * 5000}})
+
+
+def test_a_field_named_by_the_empty_string_is_a_path_like_any_other() -> None:
+    paths = (("object", ""), ("object", "", "*"))
+    assert bounds.longest({"object": {"": [[0] * 5, [1]]}}, paths) == (5, "object.[*]")
+
+
+def test_only_the_variables_a_program_reads_are_measured_in_bytes() -> None:
+    program = cel.compile_program("object.l.map(x, x).size() >= 0")
+    assert program.bound.variables == ("object",) and program.bound.bytes is not None
+    huge = {"pad": "x" * (program.bound.bytes + 1)}
+    assert program.evaluate({"object": {"l": [1]}, "oldObject": huge}) is True
+    with pytest.raises(CelEvalError, match="bytes"):
+        program.evaluate({"object": {"l": [1], **huge}})
