@@ -11,14 +11,14 @@ Sizes
     a loop can run); a program over budget there is estimated for smaller requests, and is
     admitted with the first tier it fits, which the request is then checked against before
     every evaluation (:class:`Estimate`). A program over budget at every tier is refused.
-    The check measures only what the cost depends on: the bytes of each variable, and the
-    entries of the request data the program iterates or hands to a function whose cost or
-    result depends on them (``size``, ``in``, ``+``...), by the paths it reads them from
-    (:attr:`Estimate.paths`); a long list elsewhere in the request costs nothing.
+    The check measures only what the cost depends on: the bytes of each variable the program
+    reads, and the entries (characters of a string) of the request data it iterates or hands
+    to a function whose cost or result depends on them (``size``, ``in``, ``+``...), by the
+    paths it reads them from (:attr:`Estimate.paths`, alternatives included: a pod spec found
+    by kind); a long list elsewhere in the request costs nothing. The keys of a map a loop
+    iterates are the exception (their values are measured): a key's length is bounded by bytes.
     Lists made by our functions hold at most :data:`.costmodel.FUNCTION_ITEMS` (enforced when they run; a
-    literal ``range(n)`` counts ``n``); constants have their own sizes. ``size(x)`` of request
-    data is taken as its entries, though a string may be longer: the error is bounded by
-    ``range``'s limit.
+    literal ``range(n)`` counts ``n``); constants have their own sizes.
 
 Iteration
     cel-cpp stops an evaluation after :data:`MAX_ITERATIONS` comprehension iterations in all,
