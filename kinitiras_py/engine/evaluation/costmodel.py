@@ -74,7 +74,10 @@ def retag(val: Val, loop: int) -> Val:
 
 def paths(vals: list[Val]) -> tuple[Path, ...]:
     """The request paths any of ``vals`` may have been read from."""
-    return tuple(dict.fromkeys(p for v in vals for p in v.paths))
+    found = [v.paths for v in vals if v.paths]
+    if len(found) <= 1:  # most values: none, or one value's own
+        return found[0] if found else ()
+    return tuple(dict.fromkeys(p for f in found for p in f))
 
 
 def join(vals: list[Val]) -> Val | None:
