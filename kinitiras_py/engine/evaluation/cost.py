@@ -71,7 +71,7 @@ BUDGET = 10_000_000
 MAX_REQUEST_BYTES = 3 * 1024 * 1024
 """Kubernetes' MaxRequestSizeBytes: no object the API server accepts is larger."""
 TIERS = ((MAX_ITERATIONS, MAX_REQUEST_BYTES), (1_000, MAX_REQUEST_BYTES), (512, MAX_REQUEST_BYTES),
-         (256, 1024 * 1024), (64, 256 * 1024))
+         (256, MAX_REQUEST_BYTES), (256, 1024 * 1024), (64, 256 * 1024))
 """Request data a program's estimate is taken for, largest first: (entries of the longest list
 or map, bytes of each variable). MAX_ITERATIONS entries is as good as any number: no loop runs
 longer."""

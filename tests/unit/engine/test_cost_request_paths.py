@@ -18,7 +18,7 @@ import yaml
 from kinitiras_py.base.errors import CelEvalError
 from kinitiras_py.engine import overriding
 from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.evaluation import bounds, cel
+from kinitiras_py.engine.evaluation import bounds, cel, cost
 
 EXAMPLES = Path(__file__).parents[2] / "data" / "examples" / "templates"
 OVERSELL = EXAMPLES / "override-resourcesoversell.yaml"
@@ -47,6 +47,7 @@ def test_the_oversell_template_is_bounded_for_requests_smaller_than_the_largest(
     policy = compile_policy(yaml.safe_load(OVERSELL.read_text()))
     bound = policy.rules[0].rendered.bound  # type: ignore[union-attr]
     assert bound.items is not None and bound.items < 300
+    assert bound.bytes == cost.MAX_REQUEST_BYTES  # any object the API server accepts, in bytes
 
 
 @pytest.mark.parametrize("env", [300, 2000])
