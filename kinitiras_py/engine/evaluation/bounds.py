@@ -93,9 +93,13 @@ def _visit(value: Any, node: _Node, most: list[Any]) -> None:
         most[0], most[1] = len(value), where
     if kind is dict:
         for segment, child in node.items():
-            if segment == costmodel.ANY:
+            if segment == costmodel.ANY:  # a loop over a map is over its keys; an index by them, its values
                 for v in value.values():
                     _visit(v, child, most)
+                if None in child:
+                    leaf: _Node = {None: child[None]}
+                    for k in value:
+                        _visit(k, leaf, most)
             elif segment is not None and segment in value:
                 _visit(value[segment], child, most)
     elif kind in _CONTAINERS and costmodel.ANY in node:

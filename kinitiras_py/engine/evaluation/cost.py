@@ -15,8 +15,7 @@ Sizes
     reads, and the entries (characters of a string) of the request data it iterates or hands
     to a function whose cost or result depends on them (``size``, ``in``, ``+``...), by the
     paths it reads them from (:attr:`Estimate.paths`, alternatives included: a pod spec found
-    by kind); a long list elsewhere in the request costs nothing. The keys of a map a loop
-    iterates are the exception (their values are measured): a key's length is bounded by bytes.
+    by kind); a long list elsewhere in the request costs nothing.
     Lists made by our functions hold at most :data:`.costmodel.FUNCTION_ITEMS` (enforced when they run; a
     literal ``range(n)`` counts ``n``); constants have their own sizes.
 

@@ -152,3 +152,10 @@ def test_only_the_variables_a_program_reads_are_measured_in_bytes() -> None:
     assert program.evaluate({"object": {"l": [1]}, "oldObject": huge}) is True
     with pytest.raises(CelEvalError, match="bytes"):
         program.evaluate({"object": {"l": [1], **huge}})
+
+
+def test_the_keys_of_a_map_a_loop_iterates_are_measured() -> None:
+    program = cel.compile_program("object.m.map(k, k.split(',').map(x, x)).size() >= 0")
+    assert program.bound.items is not None
+    with pytest.raises(CelEvalError, match=r"object\.m\[\*\] has 5000"):
+        program.evaluate({"object": {"m": {"," * 4999 + "a": 1}}})
