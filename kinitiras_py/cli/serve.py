@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
 
@@ -61,6 +62,7 @@ def _positive_seconds(text: str) -> float:
 
 def _serve(args: argparse.Namespace) -> int:
     from kinitiras_py.base import logs
+    from kinitiras_py.cluster.kubeconfig import ConfigError
     from kinitiras_py.registration.builder import Registration
     from kinitiras_py.runtime import running
     from kinitiras_py.runtime.certificates import CertSettings
@@ -85,5 +87,10 @@ def _serve(args: argparse.Namespace) -> int:
         register=not args.no_register, label_namespaces=args.label_excluded_namespaces,
         kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
     )
-    asyncio.run(running.run(settings))
+    try:
+        asyncio.run(running.run(settings))
+    except (ConfigError, OSError) as e:
+        # Start-up problems the operator must fix (kubeconfig, port in use, unreadable certificates): one line, no traceback.
+        print(f"kinitiras-py serve: {e}", file=sys.stderr)
+        return 2
     return 0

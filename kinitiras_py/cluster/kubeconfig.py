@@ -165,7 +165,13 @@ async def load(kubeconfig: str | None, context: str | None = None) -> Connection
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         return in_cluster()
     paths = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    return await from_kubeconfig([p for p in paths.split(os.pathsep) if p], context)
+    files = [p for p in paths.split(os.pathsep) if p]
+    try:
+        return await from_kubeconfig(files, context)
+    except (OSError, ValueError, TypeError, AttributeError, ssl.SSLError) as e:
+        # An unreadable file, or a value of the wrong type deep inside (args: 5, a CA path that is a
+        # number...): name the kubeconfig and the problem rather than the line of our code it reached.
+        raise ConfigError(f"kubeconfig {os.pathsep.join(files)}: {e}") from None
 
 
 def in_cluster(environ: Mapping[str, str] = os.environ, account: Path = SERVICE_ACCOUNT) -> Connection:
@@ -205,15 +211,22 @@ def _merge(paths: list[str]) -> tuple[dict[str, dict[str, _Entry]], str]:
         found = True
         try:
             doc = yaml.safe_load(file.read_text()) or {}
-        except yaml.YAMLError as e:
+        except (yaml.YAMLError, RecursionError) as e:
             raise ConfigError(f"{file}: not YAML: {e}") from None
         if not isinstance(doc, dict):
             raise ConfigError(f"{file}: not a kubeconfig")
         current = current or str(doc.get("current-context") or "")
         for section, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
-            for item in doc.get(section) or []:
-                if isinstance(item, dict) and item.get("name") is not None:
-                    merged[section].setdefault(str(item["name"]), _Entry(item.get(inner) or {}, file.parent))
+            items = doc.get(section) or []
+            if not isinstance(items, list):
+                raise ConfigError(f"{file}: {section} must be a list, not {type(items).__name__}")
+            for i, item in enumerate(items):
+                if not isinstance(item, dict) or item.get("name") is None:
+                    continue
+                value = item.get(inner) or {}
+                if not isinstance(value, dict):
+                    raise ConfigError(f"{file}: {section}[{i}].{inner} must be a mapping, not {type(value).__name__}")
+                merged[section].setdefault(str(item["name"]), _Entry(value, file.parent))
     if not found:
         raise ConfigError(f"no kubeconfig found at {os.pathsep.join(paths) or '(none)'}")
     return merged, current

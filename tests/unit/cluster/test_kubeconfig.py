@@ -198,3 +198,15 @@ async def test_an_auth_provider_user_is_loaded_by_kubernetes_asyncio(tmp_path: P
     conn = await kubeconfig.from_kubeconfig([str(path)])
     assert conn.server == "https://c.example:6443"
     assert await conn.credentials.header() == f"Bearer {id_token}"
+
+
+@pytest.mark.parametrize("text", ["clusters: 5\n", "a: [\n", "users: [{name: u, user: oops}]\n"])
+def test_serve_refuses_a_bad_kubeconfig_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    text: str) -> None:
+    from kinitiras_py.cli.main import main
+
+    bad = tmp_path / "kubeconfig"
+    bad.write_text(text)
+    assert main(["serve", "--kubeconfig", str(bad), "--log-level", "error"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kinitiras-py serve: {bad}") and "Traceback" not in err
