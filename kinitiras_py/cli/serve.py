@@ -90,7 +90,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         asyncio.run(running.run(settings))
     except (ConfigError, OSError) as e:
-        # Start-up problems the operator must fix (kubeconfig, port in use, unreadable certificates): one line, no traceback.
+        # Start-up problems the operator must fix (kubeconfig, port in use, unreadable certificates):
+        # one line, no traceback.
         print(f"kinitiras-py serve: {e}", file=sys.stderr)
         return 2
     return 0
