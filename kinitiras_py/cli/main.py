@@ -30,7 +30,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
-    code: int = args.handler(args)
+    try:
+        code: int = args.handler(args)
+    except OSError as e:
+        # The machine refused something the command was told to use (a path, a port): say what, no traceback.
+        print(f"kinitiras-py {args.command}: {e}", file=sys.stderr)
+        return 2
     return code
 
 

@@ -12,7 +12,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``serve`` command."""
     p = sub.add_parser("serve", help="run the admission webhook (HTTPS) against a cluster")
     p.add_argument("--bind-address", default="0.0.0.0", help="address to listen on (default %(default)s)")
-    p.add_argument("--port", type=int, default=8443, help="HTTPS port (default %(default)s)")
+    p.add_argument("--port", type=_port, default=8443, help="HTTPS port (default %(default)s)")
     p.add_argument("--cert-dir", type=Path, default=Path("/certs"),
                    help="directory with tls.crt, tls.key and ca.crt (default %(default)s)")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log-format", default="json", choices=["json", "text"])
     p.add_argument("--metrics-address", default=":8080",
                    help="host:port for plain-HTTP /metrics; empty serves it on the webhook port")
-    p.add_argument("--deadline", type=float, default=2.5,
+    p.add_argument("--deadline", type=_positive_seconds, default=2.5,
                    help="answer within this many seconds (below the webhook timeout, default %(default)s)")
     p.add_argument("--mutating-config", default="kinitiras-py", help="MutatingWebhookConfiguration name")
     p.add_argument("--validating-config", default="kinitiras-py", help="ValidatingWebhookConfiguration name")
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cert-ip", action="append", default=[], metavar="IP",
                    help="IP address for the serving certificate, e.g. 127.0.0.1 (repeatable)")
     p.add_argument("--lease-name", default="kinitiras-py-webhook", help="Lease used to elect the rotating replica")
-    p.add_argument("--cert-check-interval", type=float, default=3600.0,
+    p.add_argument("--cert-check-interval", type=_positive_seconds, default=3600.0,
                    help="seconds between certificate expiry checks (default %(default)s)")
     p.add_argument("--cert-poll-interval", type=_positive_seconds, default=10.0,
                    help="seconds between reads of the certificate Secret: replicas pick up a new pair, the "
@@ -53,9 +53,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_serve)
 
 
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port (0 to 65535), not {text}")
+    return value
+
+
 def _positive_seconds(text: str) -> float:
     value = float(text)
-    if not value > 0:
+    if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
     return value
 
@@ -89,9 +96,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     try:
         asyncio.run(running.run(settings))
-    except (ConfigError, OSError) as e:
-        # Start-up problems the operator must fix (kubeconfig, port in use, unreadable certificates):
-        # one line, no traceback.
+    except ConfigError as e:
+        # The kubeconfig does not say how to reach the API server: one line, no traceback (OSError: main).
         print(f"kinitiras-py serve: {e}", file=sys.stderr)
         return 2
     return 0

@@ -1,0 +1,29 @@
+"""Command-line input the machine or the flags refuse: one line on stderr, exit 2, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kinitiras_py.cli.main import main
+
+
+def test_a_path_the_machine_refuses_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["crds", "--write", str(blocker / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kinitiras-py crds: ") and str(blocker) in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--port", "99999"), ("--port", "-1"), ("--port", "http"),
+    ("--deadline", "nan"), ("--deadline", "-1"), ("--deadline", "inf"), ("--deadline", "0"),
+    ("--cert-check-interval", "inf"), ("--cert-check-interval", "-5"), ("--cert-poll-interval", "nan"),
+])
+def test_serve_refuses_flags_that_cannot_work(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", flag, value])
+    assert exit_.value.code == 2
+    assert f"argument {flag}" in capsys.readouterr().err
