@@ -10,7 +10,8 @@ another content type. Invariants, for every answer:
   integer code when denied);
 * ``response.uid`` is the request's uid whenever that was a string;
 * no 500: every input here is an expected class (bad requests are 400s, policies' verdicts 403);
-* a ``patch`` is base64 of a JSON patch (``patchType: JSONPatch``) that applies to the object.
+* a ``patch`` is base64 of a JSON patch (``patchType: JSONPatch``) that applies to the object;
+* the answer comes within the deadline, and /healthz probes sent meanwhile answer within it too.
 
 The profile (``ci`` or ``long``) comes from tests/fuzz/conftest.py.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +37,9 @@ from hypothesis import strategies as st
 from kinitiras_py.webhook.app import make_app
 from kinitiras_py.webhook.codec import API_VERSIONS
 from tests.functional.test_webhook import DENY_NS, OVERSELL, WARN_CM, make_handlers
+
+DEADLINE = 2.5
+"""The request deadline of `serve` (its default): no answer, and no probe, may take longer."""
 
 POLICIES = [OVERSELL, DENY_NS, WARN_CM, *yaml.safe_load_all("""
 apiVersion: policy.kcloudlabs.io/v1alpha1
@@ -189,13 +194,31 @@ class App:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.client = TestClient(TestServer(make_app(make_handlers(POLICIES))), loop=self.loop)
+        self.client = TestClient(TestServer(make_app(make_handlers(POLICIES, deadline=DEADLINE))), loop=self.loop)
         self.loop.run_until_complete(self.client.start_server())
 
     def post(self, path: str, body: bytes, content_type: str = "application/json") -> tuple[int, Any]:
-        async def go() -> tuple[int, Any]:
+        """Post a review while probing /healthz; the probes and the answer must come within the deadline."""
+        async def review() -> tuple[int, Any]:
             resp = await self.client.post(path, data=body, headers={"Content-Type": content_type})
             return resp.status, orjson.loads(await resp.read())
+
+        async def probe_until(done: asyncio.Future[tuple[int, Any]]) -> None:
+            while not done.done():
+                started = time.monotonic()
+                resp = await self.client.get("/healthz")
+                assert resp.status == 200
+                # A bound, not a speed target: a probe held past the request deadline is a stalled probe.
+                assert time.monotonic() - started < DEADLINE, "a /healthz probe stalled behind a review"
+                await asyncio.sleep(0.01)
+
+        async def go() -> tuple[int, Any]:
+            started = time.monotonic()
+            task = asyncio.ensure_future(review())
+            await probe_until(task)
+            answer = await task
+            assert time.monotonic() - started < DEADLINE + 1.0, "the review was answered after its deadline"
+            return answer
         return self.loop.run_until_complete(go())
 
     def close(self) -> None:
