@@ -50,6 +50,8 @@ class Row:
     """``p50`` / the floor set-up's at the same concurrency."""
     rate_ratio: float = 0.0
     """``rate`` / the floor set-up's at the same concurrency."""
+    first_error: str = ""
+    """The first answer counted as an error, if any."""
 
 
 def _added_labels(answer: bytes, pod: Obj) -> set[str]:
@@ -79,7 +81,8 @@ async def _time(access: Access, pod: Obj, setup: str, concurrency: int, pods: in
     wall = load.elapsed or 1.0
     return Row(setup=setup, concurrency=concurrency, pods=load.answered, errors=load.errors,
                p50=statistics.median(ordered), p90=percentile(ordered, 0.90), p99=percentile(ordered, 0.99),
-               rate=load.rate, load_cpu=load.cpu / wall, load_busy=(used.running + used.waiting) / wall)
+               rate=load.rate, load_cpu=load.cpu / wall, load_busy=(used.running + used.waiting) / wall,
+               first_error=load.first_error)
 
 
 async def run(access: Access, total: int, matching: Sequence[int], pods: int, concurrency: Sequence[int],
@@ -94,7 +97,8 @@ async def run(access: Access, total: int, matching: Sequence[int], pods: int, co
         await _check(access, pod, expected, setup)
         for c in concurrency:
             rows.append(await _time(access, pod, setup, c, pods, warmup))
-            log(f"  {setup}, concurrency {c}: {rows[-1].rate:.0f} pods/s, p50 {rows[-1].p50 * 1000:.1f} ms")
+            log(f"  {setup}, concurrency {c}: {rows[-1].rate:.0f} pods/s, p50 {rows[-1].p50 * 1000:.1f} ms"
+                + (f"; {rows[-1].errors} errors, the first: {rows[-1].first_error}" if rows[-1].errors else ""))
         await kube.delete(f"/api/v1/namespaces/{workload.NAMESPACE}/pods")
 
     try:
@@ -157,5 +161,6 @@ def medians(runs: Sequence[Sequence[Row]]) -> list[Row]:
 
         out.append(Row(setup=setup, concurrency=concurrency, pods=sum(r.pods for r in rows),
                        errors=sum(r.errors for r in rows), p50=mid("p50"), p90=mid("p90"), p99=mid("p99"),
-                       rate=mid("rate"), load_cpu=mid("load_cpu"), load_busy=mid("load_busy")))
+                       rate=mid("rate"), load_cpu=mid("load_cpu"), load_busy=mid("load_busy"),
+                       first_error=next((r.first_error for r in rows if r.first_error), "")))
     return with_ratios(out)

@@ -25,6 +25,8 @@ class Load:
     latencies: list[float]
     cpu: float
     """CPU time this process (the load) used during the run."""
+    first_error: str = ""
+    """The status and start of the first answer counted as an error."""
 
     @property
     def rate(self) -> float:
@@ -79,6 +81,7 @@ async def closed_loop(url: str, request: bytes, context: ssl.SSLContext, connect
     deadline = start + seconds
 
     started = 0
+    first_error: list[str] = []
 
     async def one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal errors, started
@@ -87,7 +90,9 @@ async def closed_loop(url: str, request: bytes, context: ssl.SSLContext, connect
             sent = clock()
             status, body = await exchange(reader, writer, request)
             latencies.append(clock() - sent)
-            errors += not (200 <= status < 300 and ok in body)
+            if not (200 <= status < 300 and ok in body):
+                errors += 1
+                first_error.append(f"HTTP {status}: {body[:300].decode(errors='replace')}")
 
     try:
         await asyncio.gather(*(one(r, w) for r, w in streams))
@@ -95,7 +100,8 @@ async def closed_loop(url: str, request: bytes, context: ssl.SSLContext, connect
     finally:
         for _, writer in streams:
             writer.close()
-    return Load(answered=len(latencies), errors=errors, elapsed=elapsed, latencies=latencies, cpu=cpu)
+    return Load(answered=len(latencies), errors=errors, elapsed=elapsed, latencies=latencies, cpu=cpu,
+                first_error=first_error[0] if first_error else "")
 
 
 async def once(url: str, body: bytes, context: ssl.SSLContext, headers: dict[str, str] | None = None) -> bytes:

@@ -149,3 +149,16 @@ def test_server_and_e2e_pod_is_the_size_the_issue_measured() -> None:
     assert len(workload.server_pod()["spec"]["containers"]) == 4
     assert sum(p["kind"] == "OverridePolicy" and p["metadata"]["name"].startswith("oversell-")
                for p in workload.some_matching(50, 20)) == 20
+
+
+def test_the_load_counts_and_keeps_the_first_error() -> None:
+    import asyncio
+
+    from kinitiras_py.bench import child, loadgen, webhook
+
+    with child.serving(None, cpu=None) as served:
+        url = served.url + "/mutate"
+        request = loadgen.http_request(url, webhook.review(workload.pod()))
+        load = asyncio.run(loadgen.closed_loop(url, request, served.context, 2, 60.0, b"never in an answer", 5))
+    assert (load.answered, load.errors) == (5, 5)
+    assert load.first_error.startswith('HTTP 200: {"apiVersion":"admission.k8s.io/v1"')
