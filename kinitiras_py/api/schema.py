@@ -9,7 +9,7 @@ Python type                        JSON / OpenAPI
 ``str``, ``int``, ``bool``         string, integer, boolean
 ``Annotated[str, OneOf(values)]``  string with ``enum``
 ``Annotated[..., Pattern(...)]``   ``pattern`` (checked by the parser too)
-``Annotated[..., Format(name)]``   ``format`` (documentation only)
+``Annotated[..., Format(name)]``   ``format`` (the parser checks int32/int64 ranges)
 ``Annotated[..., Check(fn)]``      nothing (checked by the parser only)
 ``int | str``                      int-or-string (``x-kubernetes-int-or-string``)
 ``list[X]``, ``dict[str, X]``      array, object with ``additionalProperties``
@@ -72,7 +72,8 @@ class Check:
 
 @dataclass(frozen=True)
 class Format:
-    """``Annotated`` extra: the OpenAPI ``format`` (``int64``, ``date-time``); not checked."""
+    """``Annotated`` extra: the OpenAPI ``format`` (``int64``, ``date-time``); the parser checks the
+    range of ``int32`` and ``int64`` (CEL and the API server cannot hold a larger integer)."""
 
     name: str
 
@@ -322,6 +323,9 @@ def _parse(node: Node, value: JSON, path: str, errors: list[PolicyError]) -> Any
     return _parse_scalar(node, value, path, errors)
 
 
+_INT_BITS = {"int32": 32, "int64": 64}
+
+
 def _parse_scalar(node: Node, value: JSON, path: str, errors: list[PolicyError]) -> Any:
     is_int = isinstance(value, int) and not isinstance(value, bool)
     ok = {
@@ -333,6 +337,10 @@ def _parse_scalar(node: Node, value: JSON, path: str, errors: list[PolicyError])
     if not ok:
         wanted = "an integer or a string" if node.kind == "int-or-string" else f"of type {node.kind}"
         errors.append(PolicyError(path, f"must be {wanted}, got {json_type(value)}"))
+        return None
+    bits = _INT_BITS.get(node.format or "")
+    if is_int and bits and not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        errors.append(PolicyError(path, f"{value} is out of the range of a {bits}-bit integer"))
         return None
     if node.enum and value not in node.enum:
         errors.append(PolicyError(path, unsupported(value, node.enum)))
