@@ -7,14 +7,13 @@ import ssl
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
-import yaml
 
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.cluster import kubeconfig
 
 POLICY_API = "/apis/policy.kcloudlabs.io/v1alpha1"
 PLURALS = {"OverridePolicy": "overridepolicies", "ClusterOverridePolicy": "clusteroverridepolicies",
@@ -23,31 +22,34 @@ PLURALS = {"OverridePolicy": "overridepolicies", "ClusterOverridePolicy": "clust
 
 @dataclass(frozen=True)
 class Access:
-    """How to reach the API server: its URL, the bearer token and the CA that signed it."""
+    """How to reach the API server: its URL, the TLS context trusting it and the Authorization header."""
 
     server: str
-    token: str
-    ca_file: str
+    tls: ssl.SSLContext
+    authorization: str
     kubeconfig: str
 
     @classmethod
     def from_kubeconfig(cls, path: str) -> Access:
-        """The current context's server, CA and token (as `dev up` writes them)."""
-        config = yaml.safe_load(Path(path).read_text())
-        context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
-        cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-        user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
-        if "token" not in user:
-            raise ValueError(f"{path}: the benchmark needs a kubeconfig user with a bearer token")
-        return cls(cluster["server"], user["token"], cluster["certificate-authority"], path)
+        """The current context of ``path``, read as ``serve`` reads it; the benchmark needs HTTPS and a
+        header credential (a token, as ``dev up`` writes)."""
+
+        async def read() -> tuple[kubeconfig.Connection, str | None]:
+            connection = await kubeconfig.load(path)
+            return connection, await connection.credentials.header()
+
+        connection, authorization = asyncio.run(read())
+        if connection.ssl is None or not authorization:
+            raise kubeconfig.ConfigError(f"{path}: the benchmark needs an HTTPS server and a user with a token")
+        return cls(connection.server, connection.ssl, authorization, path)
 
     def context(self) -> ssl.SSLContext:
         """A client TLS context trusting the API server."""
-        return ssl.create_default_context(cafile=self.ca_file)
+        return self.tls
 
     def headers(self) -> dict[str, str]:
         """The Authorization header."""
-        return {"Authorization": f"Bearer {self.token}"}
+        return {"Authorization": self.authorization}
 
 
 class Kube:

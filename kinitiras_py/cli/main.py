@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from kinitiras_py import __version__
 from kinitiras_py.cli import bench, crds, dev, offline, serve
+from kinitiras_py.cluster.kubeconfig import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,8 +33,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         code: int = args.handler(args)
-    except OSError as e:
-        # The machine refused something the command was told to use (a path, a port): say what, no traceback.
+    except (OSError, ConfigError) as e:
+        # The machine refused something the command was told to use (a path, a port), or the kubeconfig
+        # does not say how to reach the API server: say what, no traceback.
         print(f"kinitiras-py {args.command}: {e}", file=sys.stderr)
         return 2
     return code

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from pathlib import Path
 
 
@@ -69,7 +68,6 @@ def _positive_seconds(text: str) -> float:
 
 def _serve(args: argparse.Namespace) -> int:
     from kinitiras_py.base import logs
-    from kinitiras_py.cluster.kubeconfig import ConfigError
     from kinitiras_py.registration.builder import Registration
     from kinitiras_py.runtime import running
     from kinitiras_py.runtime.certificates import CertSettings
@@ -94,10 +92,5 @@ def _serve(args: argparse.Namespace) -> int:
         register=not args.no_register, label_namespaces=args.label_excluded_namespaces,
         kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
     )
-    try:
-        asyncio.run(running.run(settings))
-    except ConfigError as e:
-        # The kubeconfig does not say how to reach the API server: one line, no traceback (OSError: main).
-        print(f"kinitiras-py serve: {e}", file=sys.stderr)
-        return 2
+    asyncio.run(running.run(settings))
     return 0

@@ -284,7 +284,7 @@ def _tls(cluster: _Entry, user: _Entry, exec_status: dict[str, Any]) -> ssl.SSLC
     ca_data = cluster.value.get("certificate-authority-data")
     ca_file = cluster.value.get("certificate-authority")
     context = ssl.create_default_context(
-        cafile=str(cluster.base / ca_file) if ca_file and not ca_data else None,
+        cafile=str(cluster.base / str(ca_file)) if ca_file and not ca_data else None,
         cadata=_decode(ca_data, "certificate-authority-data").decode() if ca_data else None)
     if cluster.value.get("insecure-skip-tls-verify"):
         context.check_hostname = False
@@ -297,8 +297,8 @@ def _tls(cluster: _Entry, user: _Entry, exec_status: dict[str, Any]) -> ssl.SSLC
                     _decode(user.value.get("client-key-data") or "", "client-key-data"))
     elif user.value.get("client-certificate"):
         key = user.value.get("client-key")
-        context.load_cert_chain(str(user.base / user.value["client-certificate"]),
-                                str(user.base / key) if key else None)
+        context.load_cert_chain(str(user.base / str(user.value["client-certificate"])),
+                                str(user.base / str(key)) if key else None)
     return context
 
 

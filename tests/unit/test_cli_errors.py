@@ -27,3 +27,13 @@ def test_serve_refuses_flags_that_cannot_work(flag: str, value: str, capsys: pyt
         main(["serve", flag, value])
     assert exit_.value.code == 2
     assert f"argument {flag}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["serve"], ["bench", "--e2e", "--pods", "2"], ["bench", "--memory"]])
+def test_a_kubeconfig_that_says_nothing_usable_is_one_line(argv: list[str], tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("clusters: 5\n")
+    assert main([*argv, "--kubeconfig", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"kinitiras-py {argv[0]}: {bad}: clusters must be a list" in err and "Traceback" not in err

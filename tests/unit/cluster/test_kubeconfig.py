@@ -200,13 +200,16 @@ async def test_an_auth_provider_user_is_loaded_by_kubernetes_asyncio(tmp_path: P
     assert await conn.credentials.header() == f"Bearer {id_token}"
 
 
-@pytest.mark.parametrize("text", ["clusters: 5\n", "a: [\n", "users: [{name: u, user: oops}]\n"])
-def test_serve_refuses_a_bad_kubeconfig_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                    text: str) -> None:
-    from kinitiras_py.cli.main import main
-
+@pytest.mark.parametrize(("text", "problem"), [
+    ("clusters: 5\n", "clusters must be a list, not int"),
+    ("a: [\n", "not YAML"),
+    ("users: [{name: u, user: oops}]\n", "users[0].user must be a mapping, not str"),
+    ("contexts: [{name: c, context: {cluster: k}}]\nclusters: [{name: k, cluster: {server: https://h, "
+     "certificate-authority: 5}}]\ncurrent-context: c\n", "No such file"),
+])
+async def test_a_bad_kubeconfig_is_a_config_error_naming_the_file(tmp_path: Path, text: str, problem: str) -> None:
     bad = tmp_path / "kubeconfig"
     bad.write_text(text)
-    assert main(["serve", "--kubeconfig", str(bad), "--log-level", "error"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"kinitiras-py serve: {bad}") and "Traceback" not in err
+    with pytest.raises(ConfigError) as error:
+        await kubeconfig.load(str(bad))
+    assert str(bad) in str(error.value) and problem in str(error.value)
