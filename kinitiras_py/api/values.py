@@ -5,11 +5,12 @@ enums every rule carries (target operations, failure policy)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Annotated
 
 from kinitiras_py.api.core import Int64
-from kinitiras_py.api.schema import Model, OneOf, Pattern, prop
+from kinitiras_py.api.schema import Check, Model, OneOf, Pattern, prop
 from kinitiras_py.base.typedefs import JSON
 
 TARGET_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT", "*")
@@ -17,7 +18,15 @@ TARGET_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT", "*")
 FAILURE_POLICIES = ("Fail", "Ignore")
 
 DECIMAL_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
-Decimal = Annotated[str, Pattern(DECIMAL_PATTERN, 'a decimal number written as a string, e.g. "0.5"')]
+
+
+def _finite_problem(text: str) -> str | None:
+    # The pattern admits "1e400"; CEL, JSON and the API server hold 64-bit floats, which it overflows.
+    return None if math.isfinite(float(text)) else f"{text} is beyond the range of a 64-bit float"
+
+
+Decimal = Annotated[str, Pattern(DECIMAL_PATTERN, 'a decimal number written as a string, e.g. "0.5"'),
+                    Check(_finite_problem)]
 """A float kept as a string, as kinitiras does (``"1.2"``), so it round-trips exactly."""
 
 TargetOperation = Annotated[str, OneOf(TARGET_OPERATIONS)]

@@ -161,6 +161,8 @@ CASES: list[tuple[str, Any, str, str]] = [
      f"{C}.valueProcess.operationWith", "not a number or a percentage"),
     ("integer-slice-beyond-int64", cond(cond="In", value={"integerSlice": [2 ** 63, 13]}), f"{C}.value.integerSlice[0]",
      "9223372036854775808 is out of the range of a 64-bit integer"),
+    ("float-slice-beyond-float64", cond(cond="In", value={"floatSlice": ["1e400", "1.4"]}), f"{C}.value.floatSlice[0]",
+     "1e400 is beyond the range of a 64-bit float"),
     ("integer-below-int64", cond(cond="Gt", value={"integer": -(2 ** 63) - 1}), f"{C}.value.integer",
      "out of the range of a 64-bit integer"),
     ("value-process-on-in", cond(cond="In", value={"integerSlice": [1]}, valueProcess={"operation": "*",
