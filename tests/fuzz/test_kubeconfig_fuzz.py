@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinitiras_py.cluster.kubeconfig import ConfigError, Connection, load
+from tests.jsonpaths import json_paths
 
 CA = base64.b64encode(b"not a certificate").decode()
 BASE: dict[str, Any] = {
@@ -39,18 +40,7 @@ values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=
                       max_leaves=8)
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            out += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            out += _paths(value, (*prefix, i))
-    return out
-
-
-PATHS = _paths(BASE)[1:]
+PATHS = json_paths(BASE)
 
 
 def _container(doc: Any, path: tuple[Any, ...]) -> Any:

@@ -28,6 +28,7 @@ from kinitiras_py.api import policies
 from kinitiras_py.api.schema import Model, Node, fields_of
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.engine.compiling import compile_policy
+from tests.jsonpaths import json_paths
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXAMPLES = [doc for path in sorted((DATA / "examples").rglob("*.yaml"))
@@ -117,19 +118,11 @@ def generated_policies(draw: st.DrawFn) -> Any:
     return draw(st.sampled_from([doc, doc, doc, doc, {k: v for k, v in doc.items() if k != "spec"}]))
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, child in children:
-        out += _paths(child, (*prefix, key))
-    return out
-
-
 @st.composite
 def damaged_examples(draw: st.DrawFn) -> Any:
     doc = copy.deepcopy(draw(st.sampled_from(EXAMPLES)))
     for _ in range(draw(st.integers(1, 4))):
-        path = draw(st.sampled_from(_paths(doc)))
+        path = draw(st.sampled_from(json_paths(doc)))
         node = doc
         for key in path[:-1]:
             node = node[key]

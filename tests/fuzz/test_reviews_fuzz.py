@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 from kinitiras_py.webhook.app import make_app
 from kinitiras_py.webhook.codec import API_VERSIONS
 from tests.functional.test_webhook import DENY_NS, OVERSELL, WARN_CM, make_handlers
+from tests.jsonpaths import json_paths
 
 DEADLINE = 2.5
 """The request deadline of `serve` (its default): no answer, and no probe, may take longer."""
@@ -133,16 +134,6 @@ NASTY = st.one_of(
 )
 
 
-def _paths(doc: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield at
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            yield from _paths(value, (*at, key))
-    elif isinstance(doc, list):
-        for i, value in enumerate(doc):
-            yield from _paths(value, (*at, i))
-
-
 @dataclass
 class Change:
     """One damage at one path (a path into the document, as chosen by index among its paths)."""
@@ -153,7 +144,7 @@ class Change:
 
 
 def _apply(doc: Any, change: Change) -> Any:
-    paths = list(_paths(doc))
+    paths = [(), *json_paths(doc)]
     path = paths[change.pick % len(paths)]
     if not path:
         return copy.deepcopy(change.value) if change.action != "delete" else {}

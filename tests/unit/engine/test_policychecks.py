@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.engine.compiling import CUE_REFUSED, compile_policy
+from tests.jsonpaths import json_paths
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 API = "policy.kcloudlabs.io/v1alpha1"
@@ -537,20 +538,12 @@ JUNK = [None, 0, -1, 1.5, "", "x", "a..b", "/a", True, [], {}, [1], {"a": 1}, ["
         {"from": "k8s"}, [{"op": "add"}], "1 +"]
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, child in children:
-        out += _paths(child, (*prefix, key))
-    return out
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_damaged_policies_are_refused_with_distinct_errors_or_compile(data: st.DataObject) -> None:
     doc = copy.deepcopy(data.draw(st.sampled_from(EXAMPLE_DOCS)))
     for _ in range(data.draw(st.integers(1, 3))):
-        path = data.draw(st.sampled_from(_paths(doc)))
+        path = data.draw(st.sampled_from(json_paths(doc)))
         doc = with_(doc, path, copy.deepcopy(data.draw(st.sampled_from(JUNK))))
     try:
         compile_policy(doc)
