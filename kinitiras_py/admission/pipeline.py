@@ -89,7 +89,7 @@ class Pipeline:
         """Apply the override policies. DELETE and CONNECT change nothing (there is no object to keep)."""
         if request.operation in ("DELETE", "CONNECT"):
             return Mutation(object=request.object)
-        matches = list(self.overrides.matching(request.object, request.operation))
+        matches = list(self.overrides.matching(request.object, request.operation, request.namespace))
         params, errors = await self._params(matches, request.object)
         if not matches:
             return Mutation(object=request.object)
@@ -102,7 +102,7 @@ class Pipeline:
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
         """Apply the validate policies to ``obj`` (default: the request's object)."""
         obj = request.object if obj is None else obj
-        matches = sorted(self.validations.matching(obj, request.operation),
+        matches = sorted(self.validations.matching(obj, request.operation, request.namespace),
                          key=lambda m: (m[0].sort_key(), m[1].index))
         if not matches:
             return Verdict()

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from kinitiras_py import __version__
-from kinitiras_py.cli import bench, crds, dev, offline, serve
+from kinitiras_py.cli import bench, convert, crds, dev, offline, serve
 from kinitiras_py.cluster.kubeconfig import ConfigError
 
 
@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kinitiras-py {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (dev, crds, offline, serve, bench):
+    for module in (dev, crds, offline, convert, serve, bench):
         module.register(sub)
     return parser
 

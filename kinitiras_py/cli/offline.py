@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("policy", help="policy YAML file (- for stdin); several documents are allowed")
     p.add_argument("--cel", action="store_true",
                    help="print only the rendered CEL of each templated rule, under a comment naming it")
-    p.set_defaults(handler=_guarded(_render))
+    p.set_defaults(handler=guarded(_render))
 
     p = sub.add_parser("apply", help="run policies on a resource as the webhook would (mutate, then validate)",
                        description="Run policies on one object as the webhook would: override policies, then "
@@ -40,22 +40,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resource", required=True, help="the object under admission (for DELETE: the object deleted)")
     p.add_argument("--old-resource", help="the previous object, for UPDATE")
     p.add_argument("--operation", default="CREATE", choices=list(OPERATIONS))
+    p.add_argument("--namespace", help="the request's namespace (default: the resource's metadata.namespace)")
     p.add_argument("--context", action="append", default=[],
                    help="objects for k8s/owner references and HTTPResponse documents (repeatable)")
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
-    p.set_defaults(handler=_guarded(_apply))
+    p.set_defaults(handler=guarded(_apply))
 
     p = sub.add_parser("test", help="run declarative test cases (kinitiras-test.yaml files) under DIR",
                        description="Run every kinitiras-test.yaml under DIR; print a unified diff for each "
                                    "object that differs. Exit 0 all passed, 1 a case failed, 2 bad input.")
     p.add_argument("dir", type=Path)
-    p.set_defaults(handler=_guarded(_test))
+    p.set_defaults(handler=guarded(_test))
 
 
 INTERNAL_ERROR = 3
 
 
-def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+def guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """``handler`` whose unexpected exceptions exit 3 with one line, not 1 with a traceback."""
 
     @functools.wraps(handler)
@@ -83,10 +84,11 @@ def _render(args: argparse.Namespace) -> int:
     from kinitiras_py.engine.compiling import compile_policy
     from kinitiras_py.offline import loader
     from kinitiras_py.offline.dumper import dump_yaml_all
+    from kinitiras_py.offline.policyfiles import load_policies
     from kinitiras_py.offline.render import rendered_sources, with_rendered
 
     try:
-        docs = loader.load_documents(args.policy)
+        docs = load_policies(args.policy)
         compiled = [compile_policy(doc) for doc in docs]
     except loader.InputError as e:
         return _error(str(e))
@@ -109,14 +111,16 @@ def _render(args: argparse.Namespace) -> int:
 def _apply(args: argparse.Namespace) -> int:
     from kinitiras_py.offline import apply, loader
     from kinitiras_py.offline.dumper import dump_yaml
+    from kinitiras_py.offline.policyfiles import load_policies
 
     try:
         case = apply.Case(
-            policies=[d for f in args.policy for d in loader.load_documents(f)],
+            policies=[d for f in args.policy for d in load_policies(f)],
             resource=loader.load_one(args.resource),
             old_resource=loader.load_one(args.old_resource) if args.old_resource else None,
             operation=args.operation,
             context=[d for f in args.context for d in loader.load_documents(f)],
+            namespace=args.namespace,
         )
         decision = apply.run(case, on_warning=_warn)
     except loader.InputError as e:

@@ -26,6 +26,8 @@ class Case:
     operation: str = "CREATE"
     context: Sequence[Obj] = ()
     user_info: Obj | None = None
+    namespace: str | None = None
+    """The request's namespace; by default the object's own (as the API server sends it)."""
 
 
 def compile_all(policies: Sequence[Obj], on_warning: Callable[[str], None] | None = None) -> list[CompiledPolicy]:
@@ -87,7 +89,9 @@ def build_pipeline(compiled: Sequence[CompiledPolicy], context: Sequence[Obj] = 
 
 def request_for(case: Case) -> Request:
     """The admission request the API server would send for ``case``."""
-    namespace = str((case.resource.get("metadata") or {}).get("namespace") or "")
+    namespace = case.namespace
+    if namespace is None:
+        namespace = str((case.resource.get("metadata") or {}).get("namespace") or "")
     return Request(operation=case.operation, object=case.resource, old_object=case.old_resource,
                    namespace=namespace, user_info=case.user_info or {"username": "kinitiras-py-offline"})
 

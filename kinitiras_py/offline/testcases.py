@@ -36,6 +36,7 @@ from kinitiras_py.admission.pipeline import Decision
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.offline import apply, loader
 from kinitiras_py.offline.dumper import dump_yaml
+from kinitiras_py.offline.policyfiles import load_policies
 
 TEST_FILE = "kinitiras-test.yaml"
 EXPECT_KEYS = frozenset({"allowed", "object", "message", "warnings", "error"})
@@ -60,7 +61,7 @@ class CaseSpec:
     def load(self) -> apply.Case:
         """Read every file the case names; InputError when one is missing or malformed."""
         return apply.Case(
-            policies=[d for f in self.policies for d in loader.load_documents(f)],
+            policies=[d for f in self.policies for d in load_policies(f)],
             resource=loader.load_one(self.resource),
             old_resource=loader.load_one(self.old_resource) if self.old_resource else None,
             operation=self.operation,

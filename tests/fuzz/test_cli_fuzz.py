@@ -27,6 +27,8 @@ from kinitiras_py.cli.main import main
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 POLICY_TEXTS = [p.read_text() for p in sorted((DATA / "examples").rglob("*.yaml"))]
+FOREIGN_TEXTS = [p.read_text() for p in sorted((DATA / "foreign").rglob("*.yaml"))] or POLICY_TEXTS
+"""Documents of other admission systems (PodPreset, Mesh, ModRule, JsAdmission) that convert reads."""
 RESOURCE_TEXTS = [p.read_text() for p in sorted((DATA / "cases").rglob("*.yaml"))
                   if p.name != "kinitiras-test.yaml" and "kind:" in p.read_text()][:40]
 
@@ -104,7 +106,7 @@ def mutated(draw: st.DrawFn, texts: list[str]) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-DOCUMENTS = st.one_of(json_as_yaml(), token_yaml(), mutated(POLICY_TEXTS))
+DOCUMENTS = st.one_of(json_as_yaml(), token_yaml(), mutated(POLICY_TEXTS), mutated(FOREIGN_TEXTS))
 
 
 @given(DOCUMENTS)
@@ -116,6 +118,17 @@ def test_render_never_crashes(document: bytes) -> None:
         check(*run("render", "--cel", str(policy))[::2])
 
 
+@given(st.one_of(DOCUMENTS, st.sampled_from(FOREIGN_TEXTS).map(str.encode)))
+def test_convert_never_crashes(document: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "foreign.yaml"
+        path.write_bytes(document)
+        code, out, err = run("convert", str(path))
+        check(code, err)
+        if code == 0:
+            assert all(isinstance(doc, dict) for doc in yaml.safe_load_all(out) if doc is not None)
+
+
 HTTP_RESPONSE = """kind: HTTPResponse
 url: https://teams.example/api
 method: GET
@@ -125,7 +138,7 @@ body: {team: payments}
 """
 
 
-@given(policy=st.one_of(DOCUMENTS, st.sampled_from(POLICY_TEXTS).map(str.encode)),
+@given(policy=st.one_of(DOCUMENTS, st.sampled_from(POLICY_TEXTS + FOREIGN_TEXTS).map(str.encode)),
        resource=st.one_of(DOCUMENTS, mutated(RESOURCE_TEXTS), st.sampled_from(RESOURCE_TEXTS).map(str.encode)),
        context=st.one_of(DOCUMENTS, mutated([HTTP_RESPONSE, *RESOURCE_TEXTS])),
        operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT"]),
@@ -161,7 +174,8 @@ def test_a_real_process_prints_no_traceback(document: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "doc.yaml"
         path.write_bytes(document)
-        for args in (["render", str(path)], ["apply", "--policy", str(path), "--resource", str(path)]):
+        for args in (["render", str(path)], ["apply", "--policy", str(path), "--resource", str(path)],
+                     ["convert", str(path)]):
             proc = subprocess.run([sys.executable, "-m", "kinitiras_py", *args], capture_output=True, timeout=120,
                                   check=False)
             assert proc.returncode in (0, 1, 2)
