@@ -50,7 +50,7 @@ def webhook(cluster: Cluster) -> Iterator[Webhook]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "kinitiras_py", "serve", f"--kubeconfig={cluster.kubeconfig}",
              "--bind-address=127.0.0.1", f"--port={port}", f"--cert-dir={work}",
-             f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=", "--log-level=debug",
+             f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=", "--log-level=info",
              "--mutating-config=kinitiras-e2e", "--validating-config=kinitiras-e2e",
              "--label-excluded-namespaces"],
             stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
