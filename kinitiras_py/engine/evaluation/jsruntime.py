@@ -1,0 +1,202 @@
+"""The JavaScript sandbox: quickjs-ng contexts with a time and a memory limit, on one thread.
+
+A quickjs context is bound to the thread that created it (it records that thread's stack; used
+from another thread it reports a stack overflow on every call), and the request path may run
+rules on the event loop or in a worker thread. So every context is created, called and
+re-created on one dedicated thread (:func:`_executor`), and callers wait for it.
+
+A context has no file, network, timer or process access: quickjs-ng gives none unless the
+embedder adds it, and we add nothing (``setTimeout``, ``require``, ``fetch``, ``process`` are
+undefined; ``queueMicrotask`` queues jobs we never run).
+
+Values cross as JSON text, parsed and printed *inside* the timed call by a function captured
+before the user's code runs: a result's getters and ``toJSON`` methods run under the time limit,
+and a script cannot replace the conversion (quickjs' own ``Object.json()`` runs without one).
+
+The time limit is quickjs' interrupt check, which measures the process' CPU time since the call
+began: on a busy machine a script may be stopped sooner than its limit, never later by CPU.
+Callers also wait no longer than the limit plus :data:`GRACE` seconds of wall time.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import quickjs
+
+from kinitiras_py.api.javascript import DEFAULT_MEMORY_MIB, DEFAULT_TIMEOUT_MS
+from kinitiras_py.base.errors import KinitirasError
+from kinitiras_py.base.typedefs import JSON
+
+GRACE = 0.5
+"""Seconds a caller waits beyond the time limit (queueing behind another script, conversion)."""
+_STACK_BYTES = 8 * 1024 * 1024  # the thread's C stack; quickjs stops JS recursion at 1 MiB
+_MIB = 1024 * 1024
+_T = TypeVar("_T")
+_CALL = ("(() => { const parse = JSON.parse, stringify = JSON.stringify;"
+         " return function (fn, text) { return stringify(fn(...parse(text))) ?? 'null' }; })()")
+"""Calls a function with arguments given as a JSON array; returns its result as JSON text."""
+_WHERE = re.compile(r"<input>:(\d+)(?::(\d+))?")
+
+
+class JsError(KinitirasError):
+    """A script failed: it threw, ran out of time or memory, or returned what JSON cannot hold."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class JsLoadError(JsError):
+    """The script cannot be loaded; ``line`` is where (1-based), when quickjs says."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        self.line = line
+        super().__init__(reason)
+
+
+_lock = threading.Lock()
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread that owns every context, made with a large stack on first use."""
+    global _pool
+    with _lock:
+        if _pool is None:
+            old = threading.stack_size()
+            try:
+                threading.stack_size(_STACK_BYTES)
+                pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="javascript")
+                pool.submit(lambda: None).result()  # the thread starts now, with this stack size
+            finally:
+                threading.stack_size(old)
+            _pool = pool
+        return _pool
+
+
+def on_js_thread(fn: Callable[..., _T], *args: Any, wait: float | None = None) -> _T:
+    """Run ``fn(*args)`` on the JavaScript thread; JsError when it takes longer than ``wait``."""
+    future = _executor().submit(fn, *args)
+    try:
+        return future.result(timeout=wait)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise JsError(f"the script did not finish within {wait:g} s") from None
+
+
+def describe_error(error: Exception, where: bool = True) -> str:
+    """A quickjs exception as one line: the message and (``where``) the line it was raised at."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    if isinstance(error, quickjs.StackOverflow):
+        return "the script recursed too deeply (stack overflow)"
+    if first.startswith("InternalError: interrupted"):
+        return "interrupted"
+    if "out of memory" in first:
+        return "out of memory"
+    found = _WHERE.search(text)
+    if where and found and found.group(0) not in first:
+        first += f" (line {found.group(1)})"
+    return first
+
+
+class Script:
+    """One script, loaded once into its own context; called by function name.
+
+    Contexts are touched only on the JavaScript thread. After a script is interrupted or runs
+    out of memory its context is dropped and the next call loads the source afresh, so a
+    half-finished call leaves nothing behind.
+    """
+
+    def __init__(self, source: str, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                 memory_mib: int = DEFAULT_MEMORY_MIB) -> None:
+        self.source = source
+        self.timeout = timeout_ms / 1000
+        self.memory = memory_mib * _MIB
+        self._context: quickjs.Context | None = None
+        self._call: quickjs.Object | None = None
+        self.types: dict[str, str] = {}
+        """``typeof`` of each global named in :meth:`load`'s ``names``, as loaded."""
+        self.texts: dict[str, str] = {}
+        """The source text of each of those that is a function (``Function.prototype.toString``)."""
+
+    def load(self, names: tuple[str, ...]) -> None:
+        """Load the source now (JsLoadError when it does not parse or its top level fails) and
+        note what ``names`` are in it."""
+        on_js_thread(self._load_named, names, wait=self.timeout + GRACE)
+
+    def _load_named(self, names: tuple[str, ...]) -> None:
+        context = self._load()
+        for name in names:  # identifiers of ours: also finds top-level let, const and class bindings
+            self.types[name] = str(context.eval(f"typeof {name}"))
+            if self.types[name] == "function":
+                text = context.eval(f"String({name})")
+                self.texts[name] = text if isinstance(text, str) else ""
+
+    def _load(self) -> quickjs.Context:
+        context = quickjs.Context()
+        context.set_memory_limit(self.memory)
+        context.set_time_limit(self.timeout)
+        call = context.eval(_CALL)
+        try:
+            context.eval(self.source)
+        except quickjs.JSException as e:
+            text = str(e)
+            where = _WHERE.search(text)
+            line = int(where.group(1)) if where else None
+            raise JsLoadError(describe_error(e, where=False), line) from None
+        self._context, self._call = context, call
+        return context
+
+    def call(self, name: str, args: list[JSON], time_limit: float | None = None) -> JSON:
+        """``name(*args)``'s result, converted to JSON (undefined and functions are null).
+
+        ``time_limit`` (seconds) lowers the script's own limit, never raises it. JsError when the
+        script throws, is interrupted, runs out of memory or returns what JSON cannot hold.
+        """
+        limit = self.timeout if time_limit is None else max(min(time_limit, self.timeout), 0.001)
+        try:
+            text = json.dumps(args, ensure_ascii=False, allow_nan=False)
+        except ValueError as e:  # NaN or infinity: no JSON form
+            raise JsError(f"the input cannot be given to the script: {e}") from None
+        result = on_js_thread(self._run, name, text, limit, wait=limit + GRACE)
+        try:
+            value: JSON = json.loads(result)
+            return value
+        except (ValueError, RecursionError):
+            raise JsError("the result cannot be read as JSON (nested too deeply)") from None
+
+    def _run(self, name: str, text: str, limit: float) -> str:
+        context, call = self._context, self._call
+        try:
+            if context is None or call is None:
+                context = self._load()
+                call = self._call
+            context.set_time_limit(limit)
+            fn = context.eval(name)  # an identifier of ours, so top-level let and const are found
+            if not isinstance(fn, quickjs.Object):
+                raise JsError(f"{name} is not a function")
+            result = call(fn, text)  # type: ignore[misc]
+        except JsLoadError:
+            raise
+        except (quickjs.JSException, quickjs.StackOverflow) as e:
+            reason = describe_error(e)
+            if reason in ("interrupted", "out of memory"):
+                self._context = None  # the script stopped halfway: start the next call afresh
+            if reason == "interrupted":
+                reason = f"the script ran longer than its {limit * 1000:g} ms limit"
+            elif reason == "out of memory":
+                reason = f"the script used more than its {self.memory // _MIB} MiB memory limit"
+            raise JsError(reason) from None
+        finally:
+            if self._context is not None:
+                self._context.set_time_limit(self.timeout)
+        if not isinstance(result, str):
+            raise JsError("the result cannot be converted to JSON")
+        return result
