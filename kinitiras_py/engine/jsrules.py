@@ -141,10 +141,8 @@ def compile_javascript(spec: JSON, function: str, path: str) -> tuple[JsProgram,
         names = parameters_of(script.texts.get(function, ""), function)
     except ValueError as e:
         raise PolicyError(f"{path}.source", str(e)) from None
+    # The other function may be defined: a converted script is carried whole into both policies.
     warnings = []
-    if script.types.get(other) == "function":
-        where = "a ValidatePolicy" if other == VALIDATE else "an override policy"
-        warnings.append((f"{path}.source", f"{other} is never called here: put it in {where}'s javascript"))
     hooks = [name for name in STATEFUL_HOOKS if script.types.get(name) == "function"]
     if hooks:
         warnings.append((f"{path}.source", f"{', '.join(hooks)} {'is' if len(hooks) == 1 else 'are'} never called: "

@@ -41,7 +41,8 @@ _T = TypeVar("_T")
 _CALL = ("(() => { const parse = JSON.parse, stringify = JSON.stringify;"
          " return function (fn, text) { return stringify(fn(...parse(text))) ?? 'null' }; })()")
 """Calls a function with arguments given as a JSON array; returns its result as JSON text."""
-_WHERE = re.compile(r"<input>:(\d+)(?::(\d+))?")
+_WHERE = re.compile(r"<input>:(\d+)")
+_FRAME = re.compile(r"\(<input>:(\d+)")  # a stack frame of the script (a bare location may be a JSON text's)
 
 
 class JsError(KinitirasError):
@@ -100,10 +101,16 @@ def describe_error(error: Exception, where: bool = True) -> str:
         return "interrupted"
     if "out of memory" in first:
         return "out of memory"
-    found = _WHERE.search(text)
-    if where and found and found.group(0) not in first:
-        first += f" (line {found.group(1)})"
+    line = line_of(text)
+    if where and line is not None:
+        first += f" (line {line})"
     return first
+
+
+def line_of(text: str) -> int | None:
+    """The script line a quickjs error's trace points at: its innermost frame, else its location."""
+    found = _FRAME.search(text) or _WHERE.search(text)
+    return int(found.group(1)) if found else None
 
 
 class Script:
@@ -147,10 +154,7 @@ class Script:
         try:
             context.eval(self.source)
         except quickjs.JSException as e:
-            text = str(e)
-            where = _WHERE.search(text)
-            line = int(where.group(1)) if where else None
-            raise JsLoadError(describe_error(e, where=False), line) from None
+            raise JsLoadError(describe_error(e, where=False), line_of(str(e))) from None
         self._context, self._call = context, call
         return context
 
