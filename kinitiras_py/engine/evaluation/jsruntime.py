@@ -155,6 +155,8 @@ class Script:
             context.eval(self.source)
         except quickjs.JSException as e:
             raise JsLoadError(describe_error(e, where=False), line_of(str(e))) from None
+        except ValueError as e:  # a NUL character or a lone surrogate: quickjs cannot take the text
+            raise JsLoadError(f"the script cannot be read: {e}") from None
         self._context, self._call = context, call
         return context
 
@@ -166,7 +168,7 @@ class Script:
         """
         limit = self.timeout if time_limit is None else max(min(time_limit, self.timeout), 0.001)
         try:
-            text = json.dumps(args, ensure_ascii=False, allow_nan=False)
+            text = json.dumps(args, allow_nan=False)  # ASCII: a lone surrogate travels as an escape
         except ValueError as e:  # NaN or infinity: no JSON form
             raise JsError(f"the input cannot be given to the script: {e}") from None
         result = on_js_thread(self._run, name, text, limit, wait=limit + GRACE)
