@@ -67,7 +67,7 @@ def test_sas_workload_class_rewrites(form: str, tmp_path: Path) -> None:
         assert final["spec"]["nodeSelector"] == expected_selector, name
     code, out = apply(policy, pods["cas-worker"], tmp_path)
     server = out["object"]["spec"]["containers"][0]
-    assert server["resources"] == {"limits": {"cpu": "6", "memory": "8Gi"}, "requests": {"cpu": "1", "memory": "24Gi"}}
+    assert server["resources"] == {"limits": {"cpu": "6", "memory": "32Gi"}, "requests": {"cpu": "1", "memory": "24Gi"}}
     assert out["object"]["spec"]["containers"][1] == pods["cas-worker"]["spec"]["containers"][1]
     code, out = apply(policy, pods["crunchy-db"], tmp_path)
     assert out["object"]["spec"]["containers"][0]["command"] == [
