@@ -266,7 +266,8 @@ def _javascript(checker: _Checker, errors: list[PolicyError], holder: Obj, funct
     """The rule's ``javascript`` loaded for ``function``, its warnings noted; None when absent."""
     if "javascript" not in holder:
         return None
-    found = checker.collect(errors, jsrules.compile_javascript, holder["javascript"], function, f"{path}.javascript")
+    found = checker.collect(errors, jsrules.compile_javascript, holder["javascript"], function, f"{path}.javascript",
+                            checker.ref)
     if found is None:
         return None
     for where, message in found[1]:

@@ -41,6 +41,9 @@ _COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _HEAD = re.compile(r"^\s*(?:async\s+)?(?:function\b\s*\*?\s*[\w$]*\s*\(([^)]*)\)|\(([^)]*)\)\s*=>"
                    r"|([\w$]+)\s*=>|[\w$]+\s*\(([^)]*)\)\s*\{)", re.S)
 _SAFE_INTEGER = 2 ** 53
+MAX_DEPTH = 200
+"""How deep a Result may nest: as deep as the webhook lets a request's object be."""
+_INT64 = 2 ** 63
 _deadline: contextvars.ContextVar[float] = contextvars.ContextVar("javascript_deadline", default=float("inf"))
 
 
@@ -108,9 +111,11 @@ def _bounded(spec: Obj, key: str, default: int, most: int, path: str) -> int:
     return value
 
 
-def compile_javascript(spec: JSON, function: str, path: str) -> tuple[JsProgram, list[tuple[str, str]]]:
-    """Load the ``javascript`` field at ``path`` for calling ``function``; return the program and
-    warnings as (field path, message). PolicyErrors name the field (a syntax error, its line)."""
+def compile_javascript(spec: JSON, function: str, path: str,
+                       owner: str = "") -> tuple[JsProgram, list[tuple[str, str]]]:
+    """Load the ``javascript`` field at ``path`` of policy ``owner`` for calling ``function``; return
+    the program and warnings as (field path, message). PolicyErrors name the field (a syntax
+    error, its line)."""
     if not isinstance(spec, dict) or not isinstance(spec.get("source"), str) or not spec["source"].strip():
         raise PolicyError(f"{path}.source", f"required: a script defining {function}")
     errors: list[PolicyError] = []
@@ -123,7 +128,7 @@ def compile_javascript(spec: JSON, function: str, path: str) -> tuple[JsProgram,
             errors.append(e)
     if errors:
         raise PolicyErrors(errors)
-    script = jsruntime.Script(spec["source"], limits[0], limits[1])
+    script = jsruntime.Script(spec["source"], limits[0], limits[1], name=f"{owner}: {path}" if owner else path)
     other = VALIDATE if function == MUTATE else MUTATE
     try:
         script.load((function, other, *STATEFUL_HOOKS))
@@ -189,6 +194,9 @@ def mutate_ops(program: JsProgram, working: Obj, variables: Mapping[str, Any]) -
     if not isinstance(new, dict) or not isinstance(new.get("apiVersion"), str) or not isinstance(new.get("kind"), str):
         raise jsruntime.JsError(f"{program.function} returned a Result that is not an object with apiVersion and "
                                 "kind")
+    problem = _shape_problem(new)
+    if problem:
+        raise jsruntime.JsError(f"{program.function} returned a Result that {problem}")
     for key in ("apiVersion", "kind"):
         if key in working and new[key] != working[key]:
             raise jsruntime.JsError(f"{program.function} returned a Result whose {key} is {new[key]!r}, not "
@@ -222,6 +230,23 @@ def _reconciled(before: JSON, after: JSON) -> JSON:
     if _number(before) and _number(after) and _rounded_alike(before, after):
         return before
     return before if patchlog.same(before, after) else after
+
+
+def _shape_problem(value: JSON) -> str | None:
+    """What makes ``value`` unfit for an object the API server keeps: nesting beyond
+    :data:`MAX_DEPTH`, or an integer beyond 64 bits (JavaScript prints 1e20 as digits)."""
+    pending: list[tuple[JSON, int]] = [(value, 0)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            return f"is nested deeper than {MAX_DEPTH} levels"
+        if isinstance(node, dict):
+            pending.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            pending.extend((child, depth + 1) for child in node)
+        elif isinstance(node, int) and not isinstance(node, bool) and not -_INT64 <= node < _INT64:
+            return f"holds the integer {node}, beyond 64 bits"
+    return None
 
 
 def _number(value: JSON) -> bool:

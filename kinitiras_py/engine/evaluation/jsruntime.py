@@ -6,8 +6,9 @@ rules on the event loop or in a worker thread. So every context is created, call
 re-created on one dedicated thread (:func:`_executor`), and callers wait for it.
 
 A context has no file, network, timer or process access: quickjs-ng gives none unless the
-embedder adds it, and we add nothing (``setTimeout``, ``require``, ``fetch``, ``process`` are
-undefined; ``queueMicrotask`` queues jobs we never run).
+embedder adds it, and we add only js-admissions-controller's logging functions, which collect
+lines in the context (``setTimeout``, ``require``, ``fetch``, ``process`` are undefined;
+``queueMicrotask`` queues jobs we never run).
 
 Values cross as JSON text, parsed and printed *inside* the timed call by a function captured
 before the user's code runs: a result's getters and ``toJSON`` methods run under the time limit,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import re
 import threading
 from collections.abc import Callable
@@ -38,9 +40,34 @@ GRACE = 0.5
 _STACK_BYTES = 8 * 1024 * 1024  # the thread's C stack; quickjs stops JS recursion at 1 MiB
 _MIB = 1024 * 1024
 _T = TypeVar("_T")
-_CALL = ("(() => { const parse = JSON.parse, stringify = JSON.stringify;"
-         " return function (fn, text) { return stringify(fn(...parse(text))) ?? 'null' }; })()")
-"""Calls a function with arguments given as a JSON array; returns its result as JSON text."""
+LOG_LINES = 20
+"""Most lines one call may log; further ones are counted as one notice."""
+LOG_CHARS = 2000
+_CALL = r"""(() => {
+  const parse = JSON.parse, stringify = JSON.stringify, lines = [];
+  const text = (v) => { if (typeof v === "string") return v; try { return stringify(v) ?? String(v); }
+                        catch { return String(v); } };
+  const joined = (args) => args.map(text).join(" ");
+  const format = (fmt, args) => {
+    let i = 0;
+    const out = String(fmt).replace(/%[a-z%]/g, (m) => m === "%%" ? "%" : i < args.length ? text(args[i++]) : m);
+    return i < args.length ? out + " " + joined(args.slice(i)) : out;
+  };
+  const emit = (level, line) => { if (lines.length <= LIMIT) lines.push([level, line.slice(0, CHARS)]); };
+  globalThis.jsa_log = (...args) => { emit("info", joined(args)); };
+  globalThis.jsa_logf = (fmt, ...args) => { emit("info", format(fmt, args)); };
+  globalThis.jsa_debug = (...args) => { emit("debug", joined(args)); };
+  globalThis.jsa_debugf = (fmt, ...args) => { emit("debug", format(fmt, args)); };
+  return function (fn, input) {
+    lines.length = 0;
+    return stringify([fn(...parse(input)), lines]);  // one flat string (the binding reads no ropes)
+  };
+})()""".replace("LIMIT", str(LOG_LINES)).replace("CHARS", str(LOG_CHARS))
+"""Calls a function with arguments given as a JSON array; returns ``[result, log lines]`` as JSON
+text. Defines js-admissions-controller's logging utilities (``jsa_log``, ``jsa_logf``,
+``jsa_debug``, ``jsa_debugf``): quickjs may not call into Python under a time limit, so their
+lines travel back with the result and are written to our log then."""
+log = logging.getLogger("kinitiras_py.javascript")
 _WHERE = re.compile(r"<input>:(\d+)")
 _FRAME = re.compile(r"\(<input>:(\d+)")  # a stack frame of the script (a bare location may be a JSON text's)
 
@@ -122,8 +149,10 @@ class Script:
     """
 
     def __init__(self, source: str, timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                 memory_mib: int = DEFAULT_MEMORY_MIB) -> None:
+                 memory_mib: int = DEFAULT_MEMORY_MIB, name: str = "") -> None:
         self.source = source
+        self.name = name
+        """Who the script belongs to, for its log lines (a policy and rule)."""
         self.timeout = timeout_ms / 1000
         self.memory = memory_mib * _MIB
         self._context: quickjs.Context | None = None
@@ -173,10 +202,19 @@ class Script:
             raise JsError(f"the input cannot be given to the script: {e}") from None
         result = on_js_thread(self._run, name, text, limit, wait=limit + GRACE)
         try:
-            value: JSON = json.loads(result)
-            return value
+            value, lines = json.loads(result)
         except (ValueError, RecursionError):
             raise JsError("the result cannot be read as JSON (nested too deeply)") from None
+        self._log(lines)
+        return value
+
+    def _log(self, lines: JSON) -> None:
+        """Write what the call logged: at most :data:`LOG_LINES` lines, then one notice."""
+        for i, entry in enumerate(lines if isinstance(lines, list) else []):
+            level, text = entry if isinstance(entry, list) and len(entry) == 2 else ("info", str(entry))
+            if i == LOG_LINES:
+                text = f"more than {LOG_LINES} lines logged in one call: the rest are dropped"
+            log.log(logging.DEBUG if level == "debug" else logging.INFO, str(text), extra={"script": self.name})
 
     def _run(self, name: str, text: str, limit: float) -> str:
         context, call = self._context, self._call

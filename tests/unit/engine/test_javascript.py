@@ -146,7 +146,10 @@ def test_a_result_that_is_not_an_object_of_the_same_kind_is_a_rule_error() -> No
     for result, reason in (("5", "not an object with apiVersion and kind"),
                            ("{kind: 'Pod'}", "not an object with apiVersion and kind"),
                            ("[obj]", "not an object with apiVersion and kind"),
-                           ("{...obj, kind: 'Service'}", "kind is 'Service'")):
+                           ("{...obj, kind: 'Service'}", "kind is 'Service'"),
+                           ("{...obj, n: 1e20}", "holds the integer 100000000000000000000, beyond 64 bits"),
+                           ("(() => { let a = []; for (let i = 0; i < 300; i++) a = [a]; return {...obj, a} })()",
+                            "is nested deeper than 200 levels")):
         m = run(override(f"function jsa_mutate(obj) {{ return {{Result: {result}}} }}"))
         assert m.failure is not None and reason in m.failure.reason, (result, m.failure)
         assert m.object is POD
@@ -342,3 +345,18 @@ def test_load_errors_carry_the_line() -> None:
     with pytest.raises(jsruntime.JsLoadError) as e:
         jsruntime.Script("\n\n  }").load(())
     assert e.value.line == 3
+
+
+def test_the_logging_utilities_write_to_our_log_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    policy = override("""function jsa_mutate(obj) {
+        jsa_log("pod", obj.metadata.name, {a: 1});
+        jsa_logf("%s has %d containers", obj.metadata.name, obj.spec.containers.length, "extra");
+        jsa_debug("debugging");
+        for (let i = 0; i < 100; i++) jsa_log("line " + i);
+    }""", name="logger")
+    with caplog.at_level("DEBUG", logger="kinitiras_py.javascript"):
+        assert run(policy).failure is None
+    lines = [r.getMessage() for r in caplog.records if r.name == "kinitiras_py.javascript"]
+    assert lines[:3] == ['pod p {"a":1}', "p has 1 containers extra", "debugging"]
+    assert len(lines) == jsruntime.LOG_LINES + 1 and "the rest are dropped" in lines[-1]
+    assert caplog.records[0].script == "ClusterOverridePolicy logger: spec.overrideRules[0].overriders.javascript"
