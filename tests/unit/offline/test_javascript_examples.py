@@ -101,3 +101,20 @@ def test_the_stateful_pod_limit_is_refused_naming_each_hook(tmp_path: Path) -> N
     assert code == 2
     for name in ("jsa_init", "jsa_created", "jsa_deleted", "jsa_validate: the state parameter"):
         assert name in err.getvalue()
+
+
+def test_the_readme_javascript_example_labels_new_objects_with_their_namespace(tmp_path: Path) -> None:
+    text = (EXAMPLES.parents[1] / "README.md").read_text()
+    block = text[text.index("```yaml\noverriders:\n  javascript:"):]
+    overriders = yaml.safe_load(block[len("```yaml\n"):block.index("```", 3)])["overriders"]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({
+        "apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "OverridePolicy",
+        "metadata": {"name": "team", "namespace": "team-a"}, "spec": {"overrideRules": [{"overriders": overriders}]}}))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a", "labels": {"app": "x"}},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    code, out = apply(policy, pod, tmp_path)
+    assert code == 0 and out["object"]["metadata"]["labels"] == {"app": "x", "team": "team-a"}
+    assert out["patch"] == [{"op": "add", "path": "/metadata/labels/team", "value": "team-a"}]
+    code, out = apply(policy, pod, tmp_path, "UPDATE")
+    assert code == 0 and out["patch"] == []
