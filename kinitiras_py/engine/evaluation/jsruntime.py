@@ -1,9 +1,11 @@
-"""The JavaScript sandbox: quickjs-ng contexts with a time and a memory limit, on one thread.
+"""The JavaScript sandbox: quickjs-ng contexts with a time and a memory limit, on our own threads.
 
 A quickjs context is bound to the thread that created it (it records that thread's stack; used
 from another thread it reports a stack overflow on every call), and the request path may run
-rules on the event loop or in a worker thread. So every context is created, called and
-re-created on one dedicated thread (:func:`_executor`), and callers wait for it.
+rules on the event loop or in a worker thread. So each script is given one of :data:`THREADS`
+dedicated threads when it is made, and its context is created, called and re-created only there;
+callers wait for it. Scripts on different threads run side by side (quickjs lets go of the GIL),
+and a script that runs to its limit holds up only the scripts that share its thread.
 
 A context has no file, network, timer or process access: quickjs-ng gives none unless the
 embedder adds it, and we add only js-admissions-controller's logging functions, which collect
@@ -15,13 +17,16 @@ before the user's code runs: a result's getters and ``toJSON`` methods run under
 and a script cannot replace the conversion (quickjs' own ``Object.json()`` runs without one).
 
 The time limit is quickjs' interrupt check, which measures the process' CPU time since the call
-began: on a busy machine a script may be stopped sooner than its limit, never later by CPU.
-Callers also wait no longer than the limit plus :data:`GRACE` seconds of wall time.
+began: a script may be stopped sooner than its limit when other threads are busy, and later in
+wall time when the machine is. So callers also wait no longer than the limit plus :data:`GRACE`
+seconds of wall time, nor past the wall time they are given (the request's deadline); a call not
+started by then is dropped, one running is left to its interrupt.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import json
 import logging
 import re
@@ -88,15 +93,17 @@ class JsLoadError(JsError):
         super().__init__(reason)
 
 
+THREADS = 4
+"""Threads that run scripts; each script always runs on the same one."""
 _lock = threading.Lock()
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pools: list[concurrent.futures.ThreadPoolExecutor] = []
+_assigned = itertools.count()
 
 
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    """The one thread that owns every context, made with a large stack on first use."""
-    global _pool
+def _executor(index: int) -> concurrent.futures.ThreadPoolExecutor:
+    """JavaScript thread ``index``, made with a large stack on first use."""
     with _lock:
-        if _pool is None:
+        while len(_pools) <= index:
             old = threading.stack_size()
             try:
                 threading.stack_size(_STACK_BYTES)
@@ -104,18 +111,18 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
                 pool.submit(lambda: None).result()  # the thread starts now, with this stack size
             finally:
                 threading.stack_size(old)
-            _pool = pool
-        return _pool
+            _pools.append(pool)
+        return _pools[index]
 
 
-def on_js_thread(fn: Callable[..., _T], *args: Any, wait: float | None = None) -> _T:
-    """Run ``fn(*args)`` on the JavaScript thread; JsError when it takes longer than ``wait``."""
-    future = _executor().submit(fn, *args)
+def on_js_thread(index: int, fn: Callable[..., _T], *args: Any, wait: float) -> _T:
+    """Run ``fn(*args)`` on JavaScript thread ``index``; JsError when it takes longer than ``wait``."""
+    future = _executor(index).submit(fn, *args)
     try:
-        return future.result(timeout=wait)
+        return future.result(timeout=max(wait, 0.001))
     except concurrent.futures.TimeoutError:
         future.cancel()
-        raise JsError(f"the script did not finish within {wait:g} s") from None
+        raise JsError(f"the script did not finish within its time limit ({wait:.3g} s of wall time)") from None
 
 
 def describe_error(error: Exception, where: bool = True) -> str:
@@ -153,6 +160,7 @@ class Script:
         self.source = source
         self.name = name
         """Who the script belongs to, for its log lines (a policy and rule)."""
+        self._thread = next(_assigned) % THREADS
         self.timeout = timeout_ms / 1000
         self.memory = memory_mib * _MIB
         self._context: quickjs.Context | None = None
@@ -165,7 +173,7 @@ class Script:
     def load(self, names: tuple[str, ...]) -> None:
         """Load the source now (JsLoadError when it does not parse or its top level fails) and
         note what ``names`` are in it."""
-        on_js_thread(self._load_named, names, wait=self.timeout + GRACE)
+        on_js_thread(self._thread, self._load_named, names, wait=self.timeout + GRACE)
 
     def _load_named(self, names: tuple[str, ...]) -> None:
         context = self._load()
@@ -183,7 +191,12 @@ class Script:
         try:
             context.eval(self.source)
         except quickjs.JSException as e:
-            raise JsLoadError(describe_error(e, where=False), line_of(str(e))) from None
+            reason = describe_error(e, where=False)
+            if reason == "interrupted":
+                reason = f"the script's top level ran longer than its {self.timeout * 1000:g} ms limit"
+            elif reason == "out of memory":
+                reason = f"the script's top level used more than its {self.memory // _MIB} MiB memory limit"
+            raise JsLoadError(reason, line_of(str(e))) from None
         except ValueError as e:  # a NUL character or a lone surrogate: quickjs cannot take the text
             raise JsLoadError(f"the script cannot be read: {e}") from None
         self._context, self._call = context, call
@@ -192,15 +205,18 @@ class Script:
     def call(self, name: str, args: list[JSON], time_limit: float | None = None) -> JSON:
         """``name(*args)``'s result, converted to JSON (undefined and functions are null).
 
-        ``time_limit`` (seconds) lowers the script's own limit, never raises it. JsError when the
-        script throws, is interrupted, runs out of memory or returns what JSON cannot hold.
+        ``time_limit`` (seconds) lowers the script's own limit, never raises it, and is also the
+        most wall time the caller waits. JsError when the script throws, is interrupted, runs out
+        of memory, returns what JSON cannot hold or does not finish in time.
         """
-        limit = self.timeout if time_limit is None else max(min(time_limit, self.timeout), 0.001)
+        # Under a wall-time bound the CPU limit is a little shorter, so that it normally ends the script.
+        limit = self.timeout if time_limit is None else max(min(time_limit * 0.9, self.timeout), 0.001)
+        wait = limit + GRACE if time_limit is None else min(limit + GRACE, time_limit)
         try:
             text = json.dumps(args, allow_nan=False)  # ASCII: a lone surrogate travels as an escape
         except ValueError as e:  # NaN or infinity: no JSON form
             raise JsError(f"the input cannot be given to the script: {e}") from None
-        result = on_js_thread(self._run, name, text, limit, wait=limit + GRACE)
+        result = on_js_thread(self._thread, self._run, name, text, limit, wait=wait)
         try:
             value, lines = json.loads(result)
         except (ValueError, RecursionError):

@@ -253,7 +253,7 @@ def test_a_top_level_throw_refuses_the_policy_with_its_line() -> None:
 
 def test_a_top_level_loop_is_stopped_at_admission() -> None:
     [(path, reason)] = refusal("while (true) {}\nfunction jsa_mutate() {}", timeoutMs=20)
-    assert path == SOURCE_PATH and "interrupted" in reason
+    assert path == SOURCE_PATH and reason == "line 1: the script's top level ran longer than its 20 ms limit"
 
 
 def test_the_function_must_exist_with_parameters_bound_by_name() -> None:
@@ -332,13 +332,29 @@ def test_javascript_only_policies_run_namespaced_then_cluster_each_by_name() -> 
     assert m.object["metadata"]["labels"]["order"] == "cel,a-ns,b-ns,a-cluster,b-cluster,"
 
 
-def test_scripts_run_on_one_thread_whichever_thread_calls() -> None:
+def test_scripts_run_on_their_own_thread_whichever_thread_calls() -> None:
     import concurrent.futures
 
     policy = override("function jsa_mutate(obj) { obj.metadata.labels.t = 'ok'; return {Result: obj} }")
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: run(policy), range(16)))
     assert all(r.failure is None and r.object["metadata"]["labels"]["t"] == "ok" for r in results)
+
+
+def test_a_runaway_script_does_not_hold_up_scripts_on_other_threads() -> None:
+    import concurrent.futures
+
+    spin = override("function jsa_mutate() { while (true) {} }", "spin", timeoutMs=1500)
+    quick = [override("function jsa_mutate(obj) { return {Result: obj} }", f"quick-{i}")
+             for i in range(jsruntime.THREADS)]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        spinning = pool.submit(run, spin)
+        time.sleep(0.05)
+        started = time.monotonic()
+        assert all(run(p).failure is None for p in quick if p.rules[0].javascript.script._thread
+                   != spin.rules[0].javascript.script._thread)
+        assert time.monotonic() - started < 1.0
+        assert spinning.result().failure is not None
 
 
 def test_load_errors_carry_the_line() -> None:
