@@ -93,6 +93,9 @@ class JsLoadError(JsError):
         super().__init__(reason)
 
 
+LOAD_LIMIT = 0.5
+"""Seconds a script's top level may run when it is loaded (at most its own limit): loading happens
+when a policy is admitted, inside that request's deadline."""
 THREADS = 4
 """Threads that run scripts; each script always runs on the same one."""
 _lock = threading.Lock()
@@ -173,7 +176,7 @@ class Script:
     def load(self, names: tuple[str, ...]) -> None:
         """Load the source now (JsLoadError when it does not parse or its top level fails) and
         note what ``names`` are in it."""
-        on_js_thread(self._thread, self._load_named, names, wait=self.timeout + GRACE)
+        on_js_thread(self._thread, self._load_named, names, wait=min(self.timeout, LOAD_LIMIT) + GRACE)
 
     def _load_named(self, names: tuple[str, ...]) -> None:
         context = self._load()
@@ -186,14 +189,15 @@ class Script:
     def _load(self) -> quickjs.Context:
         context = quickjs.Context()
         context.set_memory_limit(self.memory)
-        context.set_time_limit(self.timeout)
+        limit = min(self.timeout, LOAD_LIMIT)
+        context.set_time_limit(limit)
         call = context.eval(_CALL)
         try:
             context.eval(self.source)
         except quickjs.JSException as e:
             reason = describe_error(e, where=False)
             if reason == "interrupted":
-                reason = f"the script's top level ran longer than its {self.timeout * 1000:g} ms limit"
+                reason = f"the script's top level ran longer than its {limit * 1000:g} ms limit"
             elif reason == "out of memory":
                 reason = f"the script's top level used more than its {self.memory // _MIB} MiB memory limit"
             raise JsLoadError(reason, line_of(str(e))) from None

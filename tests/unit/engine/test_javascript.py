@@ -256,6 +256,15 @@ def test_a_top_level_loop_is_stopped_at_admission() -> None:
     assert path == SOURCE_PATH and reason == "line 1: the script's top level ran longer than its 20 ms limit"
 
 
+def test_loading_runs_the_top_level_for_at_most_500_ms_whatever_the_rule_limit() -> None:
+    started = time.monotonic()
+    [(_path, reason)] = refusal("while (true) {}\nfunction jsa_mutate() {}", timeoutMs=2000)
+    # Stopped by its CPU-time limit, or given up on at 1 s of wall time when the machine is busy.
+    assert reason in ("line 1: the script's top level ran longer than its 500 ms limit",
+                      "the script cannot be loaded: the script did not finish within its time limit (1 s of wall time)")
+    assert time.monotonic() - started < 1.5
+
+
 def test_the_function_must_exist_with_parameters_bound_by_name() -> None:
     assert refusal("function jsa_validate(obj) {}") == [
         (SOURCE_PATH, "the script must define a function jsa_mutate; it is undefined (jsa_validate runs in a "
