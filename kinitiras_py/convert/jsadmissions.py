@@ -79,7 +79,7 @@ def _script(js: str, source: str, problems: list[Problem]) -> dict[str, tuple[st
         except ValueError as e:
             problems.append(Problem(source, f"spec.js: {name}", str(e)))
             continue
-        if "state" in found[name]:
+        if "state" in found[name] and jsrules.reads_parameter(script.texts.get(name, ""), "state"):
             problems.append(Problem(source, f"spec.js: {name}", "the state parameter is shared across calls "
                                     "there; here it is empty on every call"))
     if not found and not problems:

@@ -102,6 +102,14 @@ def parameters_of(text: str, function: str) -> tuple[str, ...]:
     return names
 
 
+def reads_parameter(text: str, name: str) -> bool:
+    """Whether the body of the function whose source text is ``text`` names ``name`` at all (a
+    parameter it never names is certainly unused)."""
+    body = _COMMENTS.sub(" ", text)
+    head = _HEAD.match(body)
+    return re.search(rf"(?<![\w$.]){re.escape(name)}(?![\w$])", body[head.end():] if head else body) is not None
+
+
 def _bounded(spec: Obj, key: str, default: int, most: int, path: str) -> int:
     value = spec.get(key, default)
     if value is None:
@@ -152,7 +160,7 @@ def compile_javascript(spec: JSON, function: str, path: str,
     if hooks:
         warnings.append((f"{path}.source", f"{', '.join(hooks)} {'is' if len(hooks) == 1 else 'are'} never called: "
                          "kinitiras-py keeps no state between requests"))
-    if "state" in names:
+    if "state" in names and reads_parameter(script.texts.get(function, ""), "state"):
         warnings.append((f"{path}.source", f"{function}'s state is an empty object on every call: nothing is "
                          "kept between requests"))
     return JsProgram(script, function, names), warnings

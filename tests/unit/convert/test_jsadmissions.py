@@ -92,3 +92,13 @@ def test_the_convert_command_prints_policies_or_exits_2_naming_each_problem() ->
     code, out, err = run("convert", str(DATA / "pod-limit-stateful.yaml"))
     assert code == 2 and out == ""
     assert err.count("error: ") == 4 and "jsa_created" in err
+
+
+def test_a_state_parameter_the_body_never_names_converts_exactly() -> None:
+    result = registry.convert_all(load("sample-add-annotations.yaml"), "f")
+    assert result.problems == []
+    [policy] = result.documents
+    assert compile_policy(policy).warnings == ()
+    reading = {**load("sample-add-annotations.yaml")[0]}
+    reading["spec"] = {**reading["spec"], "js": "function jsa_mutate(op, obj, sync, state) { state.n = 1 }"}
+    assert [p.field for p in registry.convert_all([reading], "f").problems] == ["spec.js: jsa_mutate"]

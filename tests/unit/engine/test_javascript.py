@@ -385,3 +385,10 @@ def test_the_logging_utilities_write_to_our_log_bounded(caplog: pytest.LogCaptur
     assert lines[:3] == ['pod p {"a":1}', "p has 1 containers extra", "debugging"]
     assert len(lines) == jsruntime.LOG_LINES + 1 and "the rest are dropped" in lines[-1]
     assert caplog.records[0].script == "ClusterOverridePolicy logger: spec.overrideRules[0].overriders.javascript"
+
+
+def test_reads_parameter_looks_at_the_body_only() -> None:
+    assert not jsrules.reads_parameter("function jsa_mutate(op, obj, sync, state) { return obj.state }", "state")
+    assert not jsrules.reads_parameter("(obj, state) => obj /* state */", "state")
+    assert jsrules.reads_parameter("function jsa_mutate(obj, state) { state.n++ }", "state")
+    assert jsrules.reads_parameter("state => ({Result: state})", "state")
