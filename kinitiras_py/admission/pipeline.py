@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import overriding, validating
+from kinitiras_py.engine import jsrules, overriding, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation.cel import Bindings, runs_long
 from kinitiras_py.engine.results import Mutation, Verdict
@@ -89,19 +90,24 @@ class Pipeline:
         """Apply the override policies. DELETE and CONNECT change nothing (there is no object to keep)."""
         if request.operation in ("DELETE", "CONNECT"):
             return Mutation(object=request.object)
+        until = time.monotonic() + self.lookup_timeout
         matches = list(self.overrides.matching(request.object, request.operation, request.namespace))
         params, errors = await self._params(matches, request.object)
         if not matches:
             return Mutation(object=request.object)
         variables = await self._variables(request, request.object)
-        if runs_long((p for _, rule in matches for p in (rule.rendered, rule.cel)), request.object):
-            # Off the event loop: it serves probes and keeps the deadline whenever our functions run.
-            return await asyncio.to_thread(overriding.mutate, matches, request.object, variables, params, errors)
-        return overriding.mutate(matches, request.object, variables, params, errors)
+        with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
+            if any(rule.javascript for _, rule in matches) or \
+                    runs_long((p for _, rule in matches for p in (rule.rendered, rule.cel)), request.object):
+                # Off the event loop: it serves probes and keeps the deadline whenever our functions or
+                # scripts run.
+                return await asyncio.to_thread(overriding.mutate, matches, request.object, variables, params, errors)
+            return overriding.mutate(matches, request.object, variables, params, errors)
 
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
         """Apply the validate policies to ``obj`` (default: the request's object)."""
         obj = request.object if obj is None else obj
+        until = time.monotonic() + self.lookup_timeout
         matches = sorted(self.validations.matching(obj, request.operation, request.namespace),
                          key=lambda m: (m[0].sort_key(), m[1].index))
         if not matches:
@@ -109,11 +115,16 @@ class Pipeline:
         variables = await self._variables(request, obj)
         shared = Bindings({**variables, "params": {}})
         verdict = Verdict()
+        with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
+            return await self._validate_each(matches, obj, variables, shared, verdict)
+
+    async def _validate_each(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj, variables: dict[str, Any],
+                             shared: Bindings, verdict: Verdict) -> Verdict:
         # Rule by rule, so the references of rules after a denial are never fetched (no needless
         # HTTP calls or lookups for a request that is refused anyway).
         for match in matches:
             params, errors = await self._params([match], obj)
-            if runs_long((match[1].rendered, match[1].cel), obj):
+            if match[1].javascript is not None or runs_long((match[1].rendered, match[1].cel), obj):
                 one = await asyncio.to_thread(validating.validate, [match], variables, params, errors, shared)
             else:
                 one = validating.validate([match], variables, params, errors, shared)

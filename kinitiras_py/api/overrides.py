@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from kinitiras_py.api.core import Affinity, ResourceRequirements, Toleration, TopologySpreadConstraint
+from kinitiras_py.api.javascript import JavaScript
 from kinitiras_py.api.refs import ResourceRefer
 from kinitiras_py.api.schema import Model, OneOf, Pattern, prop
 from kinitiras_py.api.selectors import ResourceSelector
@@ -99,7 +100,7 @@ class OverrideRuleOrigin(Model):
 @dataclass(frozen=True, kw_only=True)
 class Overriders(Model):
     """How a rule changes the object; the parts run in this order: renderedCel (from template),
-    cel, plaintext, origin, each seeing the previous one's result."""
+    cel, javascript, plaintext, origin, each seeing the previous one's result."""
 
     plaintext: list[PlaintextOverrider] = prop("JSON patch operations applied as written.",
                                                factory=list)
@@ -107,6 +108,8 @@ class Overriders(Model):
     cel: str | None = prop("CEL expression over object (and oldObject, params) returning a list of "
                            "JSON patch operations.")
     origin: list[OverrideRuleOrigin] = prop("Typed changes to native fields.", factory=list)
+    javascript: JavaScript | None = prop("A script whose jsa_mutate returns {Allowed, Message, Result}; "
+                                         "Result replaces the object.")
     rendered_cel: str | None = prop("CEL rendered from template; written by the controller, do not "
                                     "edit.")
     cue: str | None = prop("CUE program (kinitiras); refused at admission, use cel.")

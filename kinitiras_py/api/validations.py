@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated
 
+from kinitiras_py.api.javascript import JavaScript
 from kinitiras_py.api.refs import ResourceRefer
 from kinitiras_py.api.schema import Model, OneOf, Pattern, prop
 from kinitiras_py.api.selectors import ResourceSelector
@@ -70,6 +71,8 @@ class ValidateRule(Model):
     template: ValidateRuleTemplate | None = prop("A declarative check rendered to renderedCel.")
     cel: str | None = prop("CEL expression over object and oldObject deciding whether the request "
                            "is admitted: a bool, or a map {valid, reason}.")
+    javascript: JavaScript | None = prop("A script whose jsa_validate returns {Allowed, Message}; "
+                                         "Allowed false refuses the request with Message.")
     message: str | None = prop("Why the request was refused when cel returns false (the template's "
                                "condition has its own message).")
     rendered_cel: str | None = prop("CEL rendered from template; written by the controller, do not "

@@ -9,6 +9,7 @@ from kinitiras_py.base.typedefs import Obj, Patch
 
 if TYPE_CHECKING:
     from kinitiras_py.engine.evaluation.cel import Program
+    from kinitiras_py.engine.jsrules import JsProgram
 
 CLUSTER_KINDS = frozenset({"ClusterOverridePolicy", "ClusterValidatePolicy"})
 VALIDATE_KINDS = frozenset({"ClusterValidatePolicy", "ValidatePolicy"})
@@ -24,6 +25,8 @@ class OverrideRule:
     failure_policy: str
     rendered: Program | None = None
     cel: Program | None = None
+    javascript: JsProgram | None = None
+    """``jsa_mutate``, run after ``cel`` and before ``plaintext``."""
     plaintext: Patch = field(default_factory=list)
     origin: list[Obj] = field(default_factory=list)
     refs: dict[str, Obj] = field(default_factory=dict)
@@ -43,6 +46,8 @@ class ValidateRule:
     allow_mode: bool = False
     rendered: Program | None = None
     cel: Program | None = None
+    javascript: JsProgram | None = None
+    """``jsa_validate``, run after ``cel``."""
     refs: dict[str, Obj] = field(default_factory=dict)
 
 
@@ -63,6 +68,9 @@ class CompiledPolicy:
     warnings: tuple[str, ...] = ()
     """Problems that do not stop the policy from working (e.g. credentials written inline), each
     naming the policy and the field; the webhook returns them as admission warnings."""
+    javascript_only: bool = False
+    """Every rule is a ``javascript`` one and nothing else: the policy keeps js-admissions-controller's
+    order (see :meth:`sort_key`)."""
 
     @property
     def cluster_scoped(self) -> bool:
@@ -80,7 +88,14 @@ class CompiledPolicy:
         return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
 
     def sort_key(self) -> tuple[int, str, str]:
-        """Cluster policies first, then namespaced; by name; namespace breaks ties."""
+        """Cluster policies first, then namespaced; by name; namespace breaks ties.
+
+        Policies made only of ``javascript`` rules (what ``convert`` makes of js-admissions) come
+        after all others in js-admissions-controller's order: namespaced ones, then cluster ones,
+        so a cluster admission sees, and has the last word over, a namespaced one.
+        """
+        if self.javascript_only:
+            return (3 if self.cluster_scoped else 2, self.name, self.namespace or "")
         return (0 if self.cluster_scoped else 1, self.name, self.namespace or "")
 
 

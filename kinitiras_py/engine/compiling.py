@@ -20,7 +20,7 @@ from typing import Any
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import CelCompileError, CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import origin, selectors
+from kinitiras_py.engine import jsrules, origin, selectors
 from kinitiras_py.engine.compiled import (
     CLUSTER_KINDS,
     CompiledPolicy,
@@ -81,8 +81,14 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
         kind=kind, name=str(meta.get("name", "")), namespace=namespace,
         uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 0),
         selectors=list(spec.get("resourceSelectors") or []), rules=tuple(rules), rendered=rendered,
-        warnings=tuple(checker.warnings),
+        warnings=tuple(checker.warnings), javascript_only=bool(rules) and all(_javascript_only(r) for r in rules),
     )
+
+
+def _javascript_only(rule: OverrideRule | ValidateRule) -> bool:
+    """Whether the rule's only part is ``javascript`` (for js-admissions' order)."""
+    others = (rule.rendered, rule.cel, *((rule.plaintext, rule.origin) if isinstance(rule, OverrideRule) else ()))
+    return rule.javascript is not None and not any(others)
 
 
 class _Checker:
@@ -239,19 +245,34 @@ def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
                                  "an override must return a list of JSON patch operations")
         if custom is not None:
             errors += _constant_override(custom, f"{opath}.cel")
+    script = _javascript(checker, errors, over, jsrules.MUTATE, opath)
     plaintext = _list(over.get("plaintext"))
     errors += _check_plaintext(plaintext, f"{opath}.plaintext")
     entries = _list(over.get("origin"))
     errors += origin.validate_origin(entries, f"{opath}.origin")
-    if not (template or over.get("cel") or plaintext or entries or over.get("cue")):
-        errors.append(PolicyError(opath, "no overrider: set template, cel, plaintext or origin"))
+    if not (template or over.get("cel") or "javascript" in over or plaintext or entries or over.get("cue")):
+        errors.append(PolicyError(opath, "no overrider: set template, cel, javascript, plaintext or origin"))
     if errors:
         raise PolicyErrors(errors)
     return OverrideRule(
         index=index, operations=normalise_operations(rule.get("targetOperations")),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cel=custom,
-        plaintext=plaintext, origin=entries, refs=refs,
+        javascript=script, plaintext=plaintext, origin=entries, refs=refs,
     ), source
+
+
+def _javascript(checker: _Checker, errors: list[PolicyError], holder: Obj, function: str,
+                path: str) -> jsrules.JsProgram | None:
+    """The rule's ``javascript`` loaded for ``function``, its warnings noted; None when absent."""
+    if "javascript" not in holder:
+        return None
+    found = checker.collect(errors, jsrules.compile_javascript, holder["javascript"], function, f"{path}.javascript",
+                            checker.ref)
+    if found is None:
+        return None
+    for where, message in found[1]:
+        checker.warn(where, message)
+    return found[0]
 
 
 def _metadata_keys(template: Obj, path: str) -> list[PolicyError]:
@@ -393,8 +414,9 @@ def _validate_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
     if rule.get("cel"):
         custom = checker.collect(errors, _user_cel, rule["cel"], f"{path}.cel", _VALIDATE_RESULTS,
                                  "a validate rule must return a bool or a map {valid, reason}")
-    if not (template or rule.get("cel") or rule.get("cue")):
-        errors.append(PolicyError(path, "no check: set template or cel"))
+    script = _javascript(checker, errors, rule, jsrules.VALIDATE, path)
+    if not (template or rule.get("cel") or "javascript" in rule or rule.get("cue")):
+        errors.append(PolicyError(path, "no check: set template, cel or javascript"))
     actions = _list(rule.get("validationActions")) or ["Deny"]
     if "Deny" in actions and "Warn" in actions:
         errors.append(PolicyError(f"{path}.validationActions", "Deny and Warn together make no sense: pick one"))
@@ -407,5 +429,5 @@ def _validate_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
         index=index, operations=normalise_operations(rule.get("targetOperations")),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), actions=frozenset(actions),
         message=str(rule.get("message") or message), allow_mode=allow_mode, rendered=rendered,
-        cel=custom, refs=refs,
+        cel=custom, javascript=script, refs=refs,
     ), source

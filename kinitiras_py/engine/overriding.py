@@ -16,7 +16,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import origin, patchlog
+from kinitiras_py.engine import jsrules, origin, patchlog
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.engine.evaluation.cel import Bindings
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, RuleId
@@ -36,7 +36,8 @@ def _patch_ops(result: JSON, what: str) -> Patch:
 
 def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
                bound: Bindings | None = None) -> patchlog.Draft:
-    """Apply one rule's overriders: rendered, cel, plaintext, origin. ``working`` is not modified.
+    """Apply one rule's overriders: rendered, cel, javascript, plaintext, origin. ``working`` is not
+    modified.
 
     Each overrider sees the result of the previous one (kinitiras skipped plaintext when origin
     was present; we run all that are set). Returns the draft holding the result and where the
@@ -48,6 +49,8 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
         if program is not None:
             inputs = bound if bound is not None and draft.doc is working else {**variables, "object": draft.doc}
             draft.apply(_patch_ops(program.evaluate(inputs), what))
+    if rule.javascript is not None:
+        draft.apply(jsrules.mutate_ops(rule.javascript, draft.doc, variables))
     if rule.plaintext:
         draft.apply(rule.plaintext)
     if rule.origin:
@@ -78,12 +81,15 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
         key = (policy.ref, rule.index)
         reason = lookup_errors.get(key)
         trial: patchlog.Draft | None = None
+        denied = False
         if reason is None:
             own = params.get(key)
             if not own and bound is None:
                 bound = Bindings({**variables, "object": working, "params": {}})
             try:
                 trial = apply_rule(working, rule, policy, {**variables, "params": own or {}}, None if own else bound)
+            except jsrules.JsDenied as e:
+                reason, denied = e.message, True
             except RuleError as e:
                 reason = e.reason
             except (KinitirasError, ValueError, TypeError, KeyError, IndexError) as e:
@@ -91,7 +97,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
         pid = PolicyId.of(policy)
         mutation.timings[pid] = mutation.timings.get(pid, 0.0) + time.perf_counter() - started
         if reason is not None:
-            failure = RuleFailure(pid, rule.index, reason, ignored=rule.failure_policy == "Ignore")
+            # A denial by jsa_mutate is a decision, not an error: the failurePolicy does not apply.
+            failure = RuleFailure(pid, rule.index, reason, ignored=rule.failure_policy == "Ignore" and not denied)
             if failure.ignored:
                 mutation.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
                 mutation.ignored.append(failure)

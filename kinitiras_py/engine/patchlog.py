@@ -151,6 +151,14 @@ class PatchLog:
         return out
 
 
+def difference(original: JSON, final: JSON) -> Patch:
+    """RFC 6902 operations turning ``original`` into ``final``, for a rule whose result is a whole
+    object (a JavaScript ``Result``); the rule's draft applies them like any other operations."""
+    out: Patch = []
+    _fixups(original, final, "", out)
+    return out
+
+
 def same(a: JSON, b: JSON) -> bool:
     """Strict JSON equality: ``1``, ``1.0`` and ``true`` differ; shared subtrees are skipped."""
     if a is b:

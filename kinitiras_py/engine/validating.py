@@ -19,6 +19,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON
+from kinitiras_py.engine import jsrules
 from kinitiras_py.engine.compiled import CompiledPolicy, ValidateRule
 from kinitiras_py.engine.evaluation.cel import Bindings
 from kinitiras_py.engine.overriding import RuleKey
@@ -39,7 +40,8 @@ def default_message(rule: ValidateRule) -> str:
 
 
 def check_rule(rule: ValidateRule, variables: Mapping[str, Any] | Bindings) -> tuple[bool, str]:
-    """Evaluate one rule: (valid, reason). The rendered template runs first, then ``cel``.
+    """Evaluate one rule: (valid, reason). The rendered template runs first, then ``cel``, then
+    ``javascript``.
 
     The reason is the one the expression returned, else the rule's message (for a template,
     the condition's ``message``, in allow mode too), else :func:`default_message`.
@@ -50,6 +52,12 @@ def check_rule(rule: ValidateRule, variables: Mapping[str, Any] | Bindings) -> t
         valid, reason = _outcome(program.evaluate(variables), what)
         if not valid:
             return False, reason or rule.message or default_message(rule)
+    if rule.javascript is not None:
+        given = variables.variables if isinstance(variables, Bindings) else variables
+        obj = given.get("object")
+        valid, reason = jsrules.validate_result(rule.javascript, obj if isinstance(obj, dict) else {}, given)
+        if not valid:
+            return False, reason
     return True, ""
 
 

@@ -46,7 +46,10 @@ NASTY_STRINGS = ["", " ", "NaN", "-1", "1e400", "99999999999999999999999999Ei", 
 # Strings well formed for many fields (names, quantities, factors, pointers, CEL, durations, URLs).
 PLAUSIBLE_STRINGS = ["app", "v1", "Pod", "apps/v1", "Deployment", "1", "500m", "1Gi", "0.5", "/metadata/name",
                      "/spec/containers/0/image", "body.team", "10m", "https://teams.example/api", "[]",
-                     "true", "object.metadata.name == 'x'", "^[a-z]+$", "kubernetes.io/hostname"]
+                     "true", "object.metadata.name == 'x'", "^[a-z]+$", "kubernetes.io/hostname",
+                     "function jsa_mutate(op, obj) { return {Result: obj} }",
+                     "const jsa_validate = (obj) => ({Allowed: obj.kind !== 'Pod'})",
+                     "function jsa_mutate(obj) {\n  return {Allowed: false,\n}"]
 JUNK = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
     st.sampled_from(NASTY_STRINGS), st.text(max_size=8),

@@ -74,6 +74,32 @@ spec:
   validateRules:
   - cel: "object.metadata.name != 'forbidden'"
     message: forbidden name
+---
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: pod-js}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - overriders:
+      javascript:
+        source: |
+          function jsa_mutate(op, obj) {
+            obj.metadata.annotations = {...obj.metadata.annotations, js: op};
+            for (const c of obj.spec.containers) c.env = [...(c.env ?? []), {name: "JS", value: "1"}];
+            if (obj.metadata.name === "spin") while (true) {}
+            return {Allowed: obj.metadata.name !== "js-denied", Message: "denied by js", Result: obj};
+          }
+---
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: pod-js-check}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  validateRules:
+  - javascript:
+      source: |
+        const jsa_validate = (obj) => obj.metadata.labels?.app === "js-refused" ? {Allowed: false} : undefined;
 """)]
 POD: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
        "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"},

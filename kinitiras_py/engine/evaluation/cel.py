@@ -193,6 +193,11 @@ class Bindings:
         self._largest: dict[tuple[str, ...], int] = {}
         self._longest: dict[tuple[Path, ...], tuple[int, str]] = {}
 
+    @property
+    def variables(self) -> Mapping[str, JSON]:
+        """The variables as given (not converted)."""
+        return self._variables
+
     def largest(self, names: tuple[str, ...]) -> int:
         """:func:`bounds.largest` of the variables ``names``, computed once for each set of names."""
         size = self._largest.get(names)

@@ -275,8 +275,8 @@ CASES: list[tuple[str, Any, str, str]] = [
     ("wrong-api-version", {**op(), "apiVersion": "policy.kcloudlabs.io/v1"}, "apiVersion",
      'unsupported value "policy.kcloudlabs.io/v1"'),
     ("not-an-object", ["a", "list"], "", "must be an object"),
-    ("rule-without-overrider", op({}), OV, "no overrider: set template, cel, plaintext or origin"),
-    ("validate-rule-without-check", cvp(message="nothing to check"), V0, "no check: set template or cel"),
+    ("rule-without-overrider", op({}), OV, "no overrider: set template, cel, javascript, plaintext or origin"),
+    ("validate-rule-without-check", cvp(message="nothing to check"), V0, "no check: set template, cel or javascript"),
     # values that can never work (issue 10, item 5)
     ("resources-negative-quantity", tmpl(type="resources", operation="add", resources={"limits": {"cpu": "-1"}}),
      f"{T}.resources.limits[cpu]", "-1 is negative"),

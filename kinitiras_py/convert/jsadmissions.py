@@ -1,0 +1,133 @@
+"""js-admissions-controller (``momiji.com``) → our policies.
+
+A ``JsAdmission`` (the project's CRD names the kind ``JsAdmissions``; its README writes the
+singular: both are accepted) becomes, in its namespace, an ``OverridePolicy`` when its script
+defines ``jsa_mutate`` and a ``ValidatePolicy`` when it defines ``jsa_validate``; a
+``ClusterJsAdmission(s)`` becomes the cluster kinds. The script is carried as it is, in a
+``javascript`` rule: our rules keep the project's contract (parameters by name,
+``{Allowed, Message, Result}``), and policies made only of such rules keep its order
+(namespaced admissions, then cluster ones, each by name).
+
+``spec.kinds`` lists plural resource names (``pods``); each becomes a resource selector. What
+has no exact equivalent is reported, never dropped: a resource we cannot name the kind of, the
+stateful watch hooks (``jsa_init``, ``jsa_created``, ``jsa_updated``, ``jsa_deleted``) and a
+``state`` parameter, which in that project is shared across calls and written to under ``sync``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.convert.registry import Conversion, Problem, register
+from kinitiras_py.engine import jsrules
+from kinitiras_py.engine.evaluation import jsruntime
+
+GROUP = "momiji.com"
+NAMESPACED = ("JsAdmission", "JsAdmissions")
+CLUSTER = ("ClusterJsAdmission", "ClusterJsAdmissions")
+OUR_API = "policy.kcloudlabs.io/v1alpha1"
+RESOURCES: dict[str, tuple[str, str]] = {
+    "pods": ("v1", "Pod"), "services": ("v1", "Service"), "configmaps": ("v1", "ConfigMap"),
+    "secrets": ("v1", "Secret"), "serviceaccounts": ("v1", "ServiceAccount"), "namespaces": ("v1", "Namespace"),
+    "nodes": ("v1", "Node"), "persistentvolumeclaims": ("v1", "PersistentVolumeClaim"),
+    "persistentvolumes": ("v1", "PersistentVolume"), "podtemplates": ("v1", "PodTemplate"),
+    "replicationcontrollers": ("v1", "ReplicationController"), "endpoints": ("v1", "Endpoints"),
+    "deployments": ("apps/v1", "Deployment"), "statefulsets": ("apps/v1", "StatefulSet"),
+    "daemonsets": ("apps/v1", "DaemonSet"), "replicasets": ("apps/v1", "ReplicaSet"),
+    "jobs": ("batch/v1", "Job"), "cronjobs": ("batch/v1beta1", "CronJob"),
+    "ingresses": ("networking.k8s.io/v1", "Ingress"),
+    "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy"),
+}
+"""Plural resource names of built-in kinds, at the version Kubernetes 1.20 serves."""
+_KNOWN = (jsrules.MUTATE, jsrules.VALIDATE, *jsrules.STATEFUL_HOOKS)
+
+
+def _selector(entry: object, index: int, source: str, problems: list[Problem]) -> Obj | None:
+    where = f"spec.kinds[{index}]"
+    if not isinstance(entry, str) or not entry.strip():
+        problems.append(Problem(source, where, f"must be a resource name such as pods; got {entry!r}"))
+        return None
+    resource, _, group = entry.strip().lower().partition(".")
+    found = RESOURCES.get(resource)
+    if found is None or (group and found[0].rpartition("/")[0] != group):
+        problems.append(Problem(source, where, f"{entry!r} is not a built-in resource whose kind is known here; "
+                                "write the policy's resourceSelectors by hand"))
+        return None
+    return {"apiVersion": found[0], "kind": found[1]}
+
+
+def _script(js: str, source: str, problems: list[Problem]) -> dict[str, tuple[str, ...]]:
+    """The functions the script defines, with their parameters; problems for what we cannot keep."""
+    script = jsruntime.Script(js)
+    try:
+        script.load(_KNOWN)
+    except jsruntime.JsError as e:
+        line = f"line {e.line}: " if isinstance(e, jsruntime.JsLoadError) and e.line else ""
+        problems.append(Problem(source, "spec.js", f"{line}{e.reason}"))
+        return {}
+    found: dict[str, tuple[str, ...]] = {}
+    for name in _KNOWN:
+        if script.types.get(name) != "function":
+            continue
+        if name in jsrules.STATEFUL_HOOKS:
+            problems.append(Problem(source, f"spec.js: {name}", "watch hooks keep state across objects and "
+                                    "replicas; kinitiras-py keeps none, so this hook would never run"))
+            continue
+        try:
+            found[name] = jsrules.parameters_of(script.texts.get(name, ""), name)
+        except ValueError as e:
+            problems.append(Problem(source, f"spec.js: {name}", str(e)))
+            continue
+        if "state" in found[name] and jsrules.reads_parameter(script.texts.get(name, ""), "state"):
+            problems.append(Problem(source, f"spec.js: {name}", "the state parameter is shared across calls "
+                                    "there; here it is empty on every call"))
+    if not found and not problems:
+        problems.append(Problem(source, "spec.js", "defines neither jsa_mutate nor jsa_validate"))
+    return found
+
+
+def convert(doc: Obj, source: str, _all: Sequence[Obj]) -> Conversion:
+    """One JsAdmission or ClusterJsAdmission as an override and/or a validate policy."""
+    out = Conversion()
+    kind = str(doc.get("kind"))
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    name = meta.get("name") if isinstance(meta, dict) else None
+    label = f"{source}: {kind} {name or '(no name)'}"
+    if not isinstance(name, str) or not name:
+        out.problems.append(Problem(label, "metadata.name", "required"))
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        out.problems.append(Problem(label, "spec", "required: kinds and js"))
+        return out
+    kinds = spec.get("kinds")
+    if not isinstance(kinds, list) or not kinds:
+        out.problems.append(Problem(label, "spec.kinds", "required: the resources the admission applies to"))
+        kinds = []
+    selectors = [s for i, entry in enumerate(kinds) if (s := _selector(entry, i, label, out.problems))]
+    for field in sorted(set(spec) - {"kinds", "js"}):
+        out.problems.append(Problem(label, f"spec.{field}", "unknown field: nothing to convert it to"))
+    js = spec.get("js")
+    if not isinstance(js, str) or not js.strip():
+        out.problems.append(Problem(label, "spec.js", "required: the script"))
+        return out
+    functions = _script(js, label, out.problems)
+    cluster = kind in CLUSTER
+    metadata: Obj = {"name": name}
+    if not cluster and isinstance(meta, dict) and meta.get("namespace"):
+        metadata["namespace"] = meta["namespace"]
+    if jsrules.MUTATE in functions:
+        out.documents.append({
+            "apiVersion": OUR_API, "kind": "ClusterOverridePolicy" if cluster else "OverridePolicy",
+            "metadata": dict(metadata),
+            "spec": {"resourceSelectors": selectors,
+                     "overrideRules": [{"overriders": {"javascript": {"source": js}}}]}})
+    if jsrules.VALIDATE in functions:
+        out.documents.append({
+            "apiVersion": OUR_API, "kind": "ClusterValidatePolicy" if cluster else "ValidatePolicy",
+            "metadata": dict(metadata),
+            "spec": {"resourceSelectors": selectors, "validateRules": [{"javascript": {"source": js}}]}})
+    return out
+
+
+register(GROUP, NAMESPACED + CLUSTER, convert)

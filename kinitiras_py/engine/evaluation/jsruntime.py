@@ -1,0 +1,266 @@
+"""The JavaScript sandbox: quickjs-ng contexts with a time and a memory limit, on our own threads.
+
+A quickjs context is bound to the thread that created it (it records that thread's stack; used
+from another thread it reports a stack overflow on every call), and the request path may run
+rules on the event loop or in a worker thread. So each script is given one of :data:`THREADS`
+dedicated threads when it is made, and its context is created, called and re-created only there;
+callers wait for it. Scripts on different threads run side by side (quickjs lets go of the GIL),
+and a script that runs to its limit holds up only the scripts that share its thread.
+
+A context has no file, network, timer or process access: quickjs-ng gives none unless the
+embedder adds it, and we add only js-admissions-controller's logging functions, which collect
+lines in the context (``setTimeout``, ``require``, ``fetch``, ``process`` are undefined;
+``queueMicrotask`` queues jobs we never run).
+
+Values cross as JSON text, parsed and printed *inside* the timed call by a function captured
+before the user's code runs: a result's getters and ``toJSON`` methods run under the time limit,
+and a script cannot replace the conversion (quickjs' own ``Object.json()`` runs without one).
+
+The time limit is quickjs' interrupt check, which measures the process' CPU time since the call
+began: a script may be stopped sooner than its limit when other threads are busy, and later in
+wall time when the machine is. So callers also wait no longer than the limit plus :data:`GRACE`
+seconds of wall time, nor past the wall time they are given (the request's deadline); a call not
+started by then is dropped, one running is left to its interrupt.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import quickjs
+
+from kinitiras_py.api.javascript import DEFAULT_MEMORY_MIB, DEFAULT_TIMEOUT_MS
+from kinitiras_py.base.errors import KinitirasError
+from kinitiras_py.base.typedefs import JSON
+
+GRACE = 0.5
+"""Seconds a caller waits beyond the time limit (queueing behind another script, conversion)."""
+_STACK_BYTES = 8 * 1024 * 1024  # the thread's C stack; quickjs stops JS recursion at 1 MiB
+_MIB = 1024 * 1024
+_T = TypeVar("_T")
+LOG_LINES = 20
+"""Most lines one call may log; further ones are counted as one notice."""
+LOG_CHARS = 2000
+_CALL = r"""(() => {
+  const parse = JSON.parse, stringify = JSON.stringify, lines = [];
+  const text = (v) => { if (typeof v === "string") return v; try { return stringify(v) ?? String(v); }
+                        catch { return String(v); } };
+  const joined = (args) => args.map(text).join(" ");
+  const format = (fmt, args) => {
+    let i = 0;
+    const out = String(fmt).replace(/%[a-z%]/g, (m) => m === "%%" ? "%" : i < args.length ? text(args[i++]) : m);
+    return i < args.length ? out + " " + joined(args.slice(i)) : out;
+  };
+  const emit = (level, line) => { if (lines.length <= LIMIT) lines.push([level, line.slice(0, CHARS)]); };
+  globalThis.jsa_log = (...args) => { emit("info", joined(args)); };
+  globalThis.jsa_logf = (fmt, ...args) => { emit("info", format(fmt, args)); };
+  globalThis.jsa_debug = (...args) => { emit("debug", joined(args)); };
+  globalThis.jsa_debugf = (fmt, ...args) => { emit("debug", format(fmt, args)); };
+  return function (fn, input) {
+    lines.length = 0;
+    return stringify([fn(...parse(input)), lines]);  // one flat string (the binding reads no ropes)
+  };
+})()""".replace("LIMIT", str(LOG_LINES)).replace("CHARS", str(LOG_CHARS))
+"""Calls a function with arguments given as a JSON array; returns ``[result, log lines]`` as JSON
+text. Defines js-admissions-controller's logging utilities (``jsa_log``, ``jsa_logf``,
+``jsa_debug``, ``jsa_debugf``): quickjs may not call into Python under a time limit, so their
+lines travel back with the result and are written to our log then."""
+log = logging.getLogger("kinitiras_py.javascript")
+_WHERE = re.compile(r"<input>:(\d+)")
+_FRAME = re.compile(r"\(<input>:(\d+)")  # a stack frame of the script (a bare location may be a JSON text's)
+
+
+class JsError(KinitirasError):
+    """A script failed: it threw, ran out of time or memory, or returned what JSON cannot hold."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class JsLoadError(JsError):
+    """The script cannot be loaded; ``line`` is where (1-based), when quickjs says."""
+
+    def __init__(self, reason: str, line: int | None = None) -> None:
+        self.line = line
+        super().__init__(reason)
+
+
+LOAD_LIMIT = 0.5
+"""Seconds a script's top level may run when it is loaded (at most its own limit): loading happens
+when a policy is admitted, inside that request's deadline."""
+THREADS = 4
+"""Threads that run scripts; each script always runs on the same one."""
+_lock = threading.Lock()
+_pools: list[concurrent.futures.ThreadPoolExecutor] = []
+_assigned = itertools.count()
+
+
+def _executor(index: int) -> concurrent.futures.ThreadPoolExecutor:
+    """JavaScript thread ``index``, made with a large stack on first use."""
+    with _lock:
+        while len(_pools) <= index:
+            old = threading.stack_size()
+            try:
+                threading.stack_size(_STACK_BYTES)
+                pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="javascript")
+                pool.submit(lambda: None).result()  # the thread starts now, with this stack size
+            finally:
+                threading.stack_size(old)
+            _pools.append(pool)
+        return _pools[index]
+
+
+def on_js_thread(index: int, fn: Callable[..., _T], *args: Any, wait: float) -> _T:
+    """Run ``fn(*args)`` on JavaScript thread ``index``; JsError when it takes longer than ``wait``."""
+    future = _executor(index).submit(fn, *args)
+    try:
+        return future.result(timeout=max(wait, 0.001))
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise JsError(f"the script did not finish within its time limit ({wait:.3g} s of wall time)") from None
+
+
+def describe_error(error: Exception, where: bool = True) -> str:
+    """A quickjs exception as one line: the message and (``where``) the line it was raised at."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else type(error).__name__
+    if isinstance(error, quickjs.StackOverflow):
+        return "the script recursed too deeply (stack overflow)"
+    if first.startswith("InternalError: interrupted"):
+        return "interrupted"
+    if "out of memory" in first:
+        return "out of memory"
+    line = line_of(text)
+    if where and line is not None:
+        first += f" (line {line})"
+    return first
+
+
+def line_of(text: str) -> int | None:
+    """The script line a quickjs error's trace points at: its innermost frame, else its location."""
+    found = _FRAME.search(text) or _WHERE.search(text)
+    return int(found.group(1)) if found else None
+
+
+class Script:
+    """One script, loaded once into its own context; called by function name.
+
+    Contexts are touched only on the JavaScript thread. After a script is interrupted or runs
+    out of memory its context is dropped and the next call loads the source afresh, so a
+    half-finished call leaves nothing behind.
+    """
+
+    def __init__(self, source: str, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                 memory_mib: int = DEFAULT_MEMORY_MIB, name: str = "") -> None:
+        self.source = source
+        self.name = name
+        """Who the script belongs to, for its log lines (a policy and rule)."""
+        self._thread = next(_assigned) % THREADS
+        self.timeout = timeout_ms / 1000
+        self.memory = memory_mib * _MIB
+        self._context: quickjs.Context | None = None
+        self._call: quickjs.Object | None = None
+        self.types: dict[str, str] = {}
+        """``typeof`` of each global named in :meth:`load`'s ``names``, as loaded."""
+        self.texts: dict[str, str] = {}
+        """The source text of each of those that is a function (``Function.prototype.toString``)."""
+
+    def load(self, names: tuple[str, ...]) -> None:
+        """Load the source now (JsLoadError when it does not parse or its top level fails) and
+        note what ``names`` are in it."""
+        on_js_thread(self._thread, self._load_named, names, wait=min(self.timeout, LOAD_LIMIT) + GRACE)
+
+    def _load_named(self, names: tuple[str, ...]) -> None:
+        context = self._load()
+        for name in names:  # identifiers of ours: also finds top-level let, const and class bindings
+            self.types[name] = str(context.eval(f"typeof {name}"))
+            if self.types[name] == "function":
+                text = context.eval(f"String({name})")
+                self.texts[name] = text if isinstance(text, str) else ""
+
+    def _load(self) -> quickjs.Context:
+        context = quickjs.Context()
+        context.set_memory_limit(self.memory)
+        limit = min(self.timeout, LOAD_LIMIT)
+        context.set_time_limit(limit)
+        call = context.eval(_CALL)
+        try:
+            context.eval(self.source)
+        except quickjs.JSException as e:
+            reason = describe_error(e, where=False)
+            if reason == "interrupted":
+                reason = f"the script's top level ran longer than its {limit * 1000:g} ms limit"
+            elif reason == "out of memory":
+                reason = f"the script's top level used more than its {self.memory // _MIB} MiB memory limit"
+            raise JsLoadError(reason, line_of(str(e))) from None
+        except ValueError as e:  # a NUL character or a lone surrogate: quickjs cannot take the text
+            raise JsLoadError(f"the script cannot be read: {e}") from None
+        self._context, self._call = context, call
+        return context
+
+    def call(self, name: str, args: list[JSON], time_limit: float | None = None) -> JSON:
+        """``name(*args)``'s result, converted to JSON (undefined and functions are null).
+
+        ``time_limit`` (seconds) lowers the script's own limit, never raises it, and is also the
+        most wall time the caller waits. JsError when the script throws, is interrupted, runs out
+        of memory, returns what JSON cannot hold or does not finish in time.
+        """
+        # Under a wall-time bound the CPU limit is a little shorter, so that it normally ends the script.
+        limit = self.timeout if time_limit is None else max(min(time_limit * 0.9, self.timeout), 0.001)
+        wait = limit + GRACE if time_limit is None else min(limit + GRACE, time_limit)
+        try:
+            text = json.dumps(args, allow_nan=False)  # ASCII: a lone surrogate travels as an escape
+        except ValueError as e:  # NaN or infinity: no JSON form
+            raise JsError(f"the input cannot be given to the script: {e}") from None
+        result = on_js_thread(self._thread, self._run, name, text, limit, wait=wait)
+        try:
+            value, lines = json.loads(result)
+        except (ValueError, RecursionError):
+            raise JsError("the result cannot be read as JSON (nested too deeply)") from None
+        self._log(lines)
+        return value
+
+    def _log(self, lines: JSON) -> None:
+        """Write what the call logged: at most :data:`LOG_LINES` lines, then one notice."""
+        for i, entry in enumerate(lines if isinstance(lines, list) else []):
+            level, text = entry if isinstance(entry, list) and len(entry) == 2 else ("info", str(entry))
+            if i == LOG_LINES:
+                text = f"more than {LOG_LINES} lines logged in one call: the rest are dropped"
+            log.log(logging.DEBUG if level == "debug" else logging.INFO, str(text), extra={"script": self.name})
+
+    def _run(self, name: str, text: str, limit: float) -> str:
+        context, call = self._context, self._call
+        try:
+            if context is None or call is None:
+                context = self._load()
+                call = self._call
+            context.set_time_limit(limit)
+            fn = context.eval(name)  # an identifier of ours, so top-level let and const are found
+            if not isinstance(fn, quickjs.Object):
+                raise JsError(f"{name} is not a function")
+            result = call(fn, text)  # type: ignore[misc]
+        except JsLoadError:
+            raise
+        except (quickjs.JSException, quickjs.StackOverflow) as e:
+            reason = describe_error(e)
+            if reason in ("interrupted", "out of memory"):
+                self._context = None  # the script stopped halfway: start the next call afresh
+            if reason == "interrupted":
+                reason = f"the script ran longer than its {limit * 1000:g} ms limit"
+            elif reason == "out of memory":
+                reason = f"the script used more than its {self.memory // _MIB} MiB memory limit"
+            raise JsError(reason) from None
+        finally:
+            if self._context is not None:
+                self._context.set_time_limit(self.timeout)
+        if not isinstance(result, str):
+            raise JsError("the result cannot be converted to JSON")
+        return result

@@ -1,0 +1,271 @@
+"""JavaScript rules with js-admissions-controller's contract: ``jsa_mutate`` and ``jsa_validate``.
+
+A rule's ``javascript`` field holds a script defining the function its rule calls: an overrider
+calls ``jsa_mutate``, a validate rule ``jsa_validate``. Parameters are bound by name, in any
+order: ``op`` (the operation, a plain string such as ``"CREATE"``), ``obj`` (the object),
+``old`` (the object before an UPDATE, else null), ``sync`` (true: calls never overlap) and
+``state`` (a fresh empty object each call: nothing is kept between calls).
+
+Either function may return ``{Allowed, Message, Result}``. ``Allowed`` exactly ``false``
+denies with ``Message``; any other return allows. For ``jsa_mutate``, a ``Result`` replaces the
+object: the RFC 6902 operations turning the working object into it are applied through the
+rule's draft (:mod:`.patchlog`), so the response patch is still built from applied operations.
+
+The script is loaded once per policy version (:func:`compile_javascript`); what it returns is
+checked on every call, and anything unexpected is a rule error under the rule's failurePolicy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import re
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kinitiras_py.api import javascript as model
+from kinitiras_py.base.errors import KinitirasError, PolicyError, PolicyErrors
+from kinitiras_py.base.typedefs import JSON, Obj, Patch
+from kinitiras_py.engine import patchlog
+from kinitiras_py.engine.evaluation import jsruntime
+
+MUTATE = "jsa_mutate"
+VALIDATE = "jsa_validate"
+STATEFUL_HOOKS = ("jsa_init", "jsa_created", "jsa_updated", "jsa_deleted")
+"""js-admissions-controller's watch hooks: they keep state across objects, which we do not."""
+PARAMETERS = ("op", "obj", "old", "sync", "state")
+_NAME = re.compile(r"^[A-Za-z_$][\w$]*$")
+_COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+_HEAD = re.compile(r"^\s*(?:async\s+)?(?:function\b\s*\*?\s*[\w$]*\s*\(([^)]*)\)|\(([^)]*)\)\s*=>"
+                   r"|([\w$]+)\s*=>|[\w$]+\s*\(([^)]*)\)\s*\{)", re.S)
+_SAFE_INTEGER = 2 ** 53
+MAX_DEPTH = 200
+"""How deep a Result may nest: as deep as the webhook lets a request's object be."""
+_INT64 = 2 ** 63
+_deadline: contextvars.ContextVar[float] = contextvars.ContextVar("javascript_deadline", default=float("inf"))
+
+
+class JsDenied(KinitirasError):
+    """``jsa_mutate`` returned ``Allowed: false``: the request is denied with ``message``,
+    whatever the rule's failurePolicy (a decision, not an error)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class JsProgram:
+    """A loaded script and how to call its function."""
+
+    script: jsruntime.Script
+    function: str
+    parameters: tuple[str, ...]
+
+    @property
+    def source(self) -> str:
+        """The script as written in the policy."""
+        return self.script.source
+
+
+@contextlib.contextmanager
+def request_deadline(seconds: float) -> Iterator[None]:
+    """Scripts called inside this block (also from threads started with the context copied, as
+    ``asyncio.to_thread`` does) share ``seconds`` from now: each gets what is left, at most its
+    own limit, so JavaScript rules together never outlast the webhook's deadline."""
+    token = _deadline.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def parameters_of(text: str, function: str) -> tuple[str, ...]:
+    """The parameter names in a function's source text; ValueError when they are not plain
+    names among :data:`PARAMETERS` (a default, a destructuring pattern, an unknown name)."""
+    head = _HEAD.match(_COMMENTS.sub(" ", text))
+    if head is None:
+        raise ValueError(f"{function} must be a function with its parameters in parentheses")
+    listed = next((group for group in head.groups() if group is not None), "")
+    names = tuple(name.strip() for name in listed.split(",") if name.strip())
+    for name in names:
+        if not _NAME.match(name):
+            raise ValueError(f"{function}: parameter {name!r}: parameters are bound by name, so write plain "
+                             f"names among {', '.join(PARAMETERS)} (no defaults, patterns or rest)")
+        if name not in PARAMETERS:
+            raise ValueError(f"{function}: parameter {name!r} is not one the rule can bind; the parameters are "
+                             f"{', '.join(PARAMETERS)}, in any order")
+        if names.count(name) > 1:
+            raise ValueError(f"{function}: parameter {name!r} is named twice")
+    return names
+
+
+def reads_parameter(text: str, name: str) -> bool:
+    """Whether the body of the function whose source text is ``text`` names ``name`` at all (a
+    parameter it never names is certainly unused)."""
+    body = _COMMENTS.sub(" ", text)
+    head = _HEAD.match(body)
+    return re.search(rf"(?<![\w$.]){re.escape(name)}(?![\w$])", body[head.end():] if head else body) is not None
+
+
+def _bounded(spec: Obj, key: str, default: int, most: int, path: str) -> int:
+    value = spec.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise PolicyError(f"{path}.{key}", f"must be a whole number from 1 to {most}; got {value!r}")
+    return value
+
+
+def compile_javascript(spec: JSON, function: str, path: str,
+                       owner: str = "") -> tuple[JsProgram, list[tuple[str, str]]]:
+    """Load the ``javascript`` field at ``path`` of policy ``owner`` for calling ``function``; return
+    the program and warnings as (field path, message). PolicyErrors name the field (a syntax
+    error, its line)."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("source"), str) or not spec["source"].strip():
+        raise PolicyError(f"{path}.source", f"required: a script defining {function}")
+    errors: list[PolicyError] = []
+    limits = []
+    for key, default, most in (("timeoutMs", model.DEFAULT_TIMEOUT_MS, model.MAX_TIMEOUT_MS),
+                               ("memoryLimitMiB", model.DEFAULT_MEMORY_MIB, model.MAX_MEMORY_MIB)):
+        try:
+            limits.append(_bounded(spec, key, default, most, path))
+        except PolicyError as e:
+            errors.append(e)
+    if errors:
+        raise PolicyErrors(errors)
+    script = jsruntime.Script(spec["source"], limits[0], limits[1], name=f"{owner}: {path}" if owner else path)
+    other = VALIDATE if function == MUTATE else MUTATE
+    try:
+        script.load((function, other, *STATEFUL_HOOKS))
+    except jsruntime.JsLoadError as e:
+        where = f"line {e.line}: " if e.line else ""
+        raise PolicyError(f"{path}.source", f"{where}{e.reason}") from None
+    except jsruntime.JsError as e:
+        raise PolicyError(f"{path}.source", f"the script cannot be loaded: {e.reason}") from None
+    if script.types.get(function) != "function":
+        found = script.types.get(function, "undefined")
+        hint = f" ({other} runs in a {'validate rule' if other == VALIDATE else 'javascript overrider'})" \
+            if script.types.get(other) == "function" else ""
+        raise PolicyError(f"{path}.source", f"the script must define a function {function}; it is {found}{hint}")
+    try:
+        names = parameters_of(script.texts.get(function, ""), function)
+    except ValueError as e:
+        raise PolicyError(f"{path}.source", str(e)) from None
+    # The other function may be defined: a converted script is carried whole into both policies.
+    warnings = []
+    hooks = [name for name in STATEFUL_HOOKS if script.types.get(name) == "function"]
+    if hooks:
+        warnings.append((f"{path}.source", f"{', '.join(hooks)} {'is' if len(hooks) == 1 else 'are'} never called: "
+                         "kinitiras-py keeps no state between requests"))
+    if "state" in names and reads_parameter(script.texts.get(function, ""), "state"):
+        warnings.append((f"{path}.source", f"{function}'s state is an empty object on every call: nothing is "
+                         "kept between requests"))
+    return JsProgram(script, function, names), warnings
+
+
+def _call(program: JsProgram, variables: Mapping[str, Any], obj: JSON) -> JSON:
+    request = variables.get("request")
+    inputs: dict[str, JSON] = {
+        "op": str(request.get("operation") or "") if isinstance(request, dict) else "",
+        "obj": obj, "old": variables.get("oldObject"), "sync": True, "state": {},
+    }
+    left = _deadline.get() - time.monotonic()
+    if left <= 0:
+        raise jsruntime.JsError("no time is left for the script within the request's deadline")
+    return program.script.call(program.function, [inputs[name] for name in program.parameters], left)
+
+
+def _denial(result: JSON, function: str) -> str | None:
+    """The message when ``result`` denies (``Allowed`` is exactly false), else None."""
+    if isinstance(result, dict) and result.get("Allowed") is False:
+        message = result.get("Message")
+        if message is None or message == "":
+            return f"denied by {function}"
+        return message if isinstance(message, str) else str(message)
+    return None
+
+
+def mutate_ops(program: JsProgram, working: Obj, variables: Mapping[str, Any]) -> Patch:
+    """Call ``jsa_mutate`` on ``working``: the RFC 6902 operations turning it into the returned
+    ``Result`` (none without one). JsDenied when it returns ``Allowed: false``; JsError when it
+    fails or its Result is not the same kind of object."""
+    result = _call(program, variables, working)
+    message = _denial(result, program.function)
+    if message is not None:
+        raise JsDenied(message)
+    new = result.get("Result") if isinstance(result, dict) else None
+    if new is None:
+        return []
+    if not isinstance(new, dict) or not isinstance(new.get("apiVersion"), str) or not isinstance(new.get("kind"), str):
+        raise jsruntime.JsError(f"{program.function} returned a Result that is not an object with apiVersion and "
+                                "kind")
+    problem = _shape_problem(new)
+    if problem:
+        raise jsruntime.JsError(f"{program.function} returned a Result that {problem}")
+    for key in ("apiVersion", "kind"):
+        if key in working and new[key] != working[key]:
+            raise jsruntime.JsError(f"{program.function} returned a Result whose {key} is {new[key]!r}, not "
+                                    f"{working[key]!r}: a mutation cannot change it")
+    try:
+        return patchlog.difference(working, _reconciled(working, new))
+    except RecursionError:
+        raise jsruntime.JsError(f"{program.function} returned a Result nested too deeply") from None
+
+
+def validate_result(program: JsProgram, obj: Obj, variables: Mapping[str, Any]) -> tuple[bool, str]:
+    """Call ``jsa_validate``: (False, message) when it returns ``Allowed: false``, else (True, "")."""
+    message = _denial(_call(program, variables, obj), program.function)
+    return (True, "") if message is None else (False, message)
+
+
+def _reconciled(before: JSON, after: JSON) -> JSON:
+    """``after`` with every part equal to ``before``'s as JSON numbers compare (``1`` and ``1.0``;
+    integers past 2^53, which a script only sees rounded) replaced by ``before``'s own value, so
+    what the script did not change is not reported as changed."""
+    if before is after:
+        return after
+    if type(before) is dict and type(after) is dict:
+        out = {key: _reconciled(before[key], value) if key in before else value for key, value in after.items()}
+        same = len(out) == len(before) and all(key in before and out[key] is before[key] for key in out)
+        return before if same else out
+    if type(before) is list and type(after) is list:
+        items = [_reconciled(before[i], value) if i < len(before) else value for i, value in enumerate(after)]
+        same = len(items) == len(before) and all(x is y for x, y in zip(items, before, strict=True))
+        return before if same else items
+    if _number(before) and _number(after) and _rounded_alike(before, after):
+        return before
+    return before if patchlog.same(before, after) else after
+
+
+def _shape_problem(value: JSON) -> str | None:
+    """What makes ``value`` unfit for an object the API server keeps: nesting beyond
+    :data:`MAX_DEPTH`, or an integer beyond 64 bits (JavaScript prints 1e20 as digits)."""
+    pending: list[tuple[JSON, int]] = [(value, 0)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            return f"is nested deeper than {MAX_DEPTH} levels"
+        if isinstance(node, dict):
+            pending.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            pending.extend((child, depth + 1) for child in node)
+        elif isinstance(node, int) and not isinstance(node, bool) and not -_INT64 <= node < _INT64:
+            return f"holds the integer {node}, beyond 64 bits"
+    return None
+
+
+def _number(value: JSON) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _rounded_alike(before: float, after: float) -> bool:
+    """Equal numbers, or an integer beyond 2^53 and what a script sees of it (its nearest double)."""
+    if before == after:
+        return True
+    try:
+        return abs(before) > _SAFE_INTEGER and float(before) == float(after)
+    except OverflowError:
+        return False

@@ -1,0 +1,104 @@
+"""js-admissions-controller documents → our policies (kinitiras_py.convert.jsadmissions)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import yaml
+
+from kinitiras_py.cli.main import main
+from kinitiras_py.convert import registry
+from kinitiras_py.engine.compiling import compile_policy
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "foreign" / "jsadmissions"
+
+
+def load(name: str) -> list[dict]:
+    return list(yaml.safe_load_all((DATA / name).read_text()))
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_every_spelling_of_the_kinds_is_claimed() -> None:
+    for kind in ("JsAdmission", "JsAdmissions", "ClusterJsAdmission", "ClusterJsAdmissions"):
+        assert registry.is_foreign({"apiVersion": "momiji.com/v1", "kind": kind})
+    assert not registry.is_foreign({"apiVersion": "example.com/v1", "kind": "JsAdmission"})
+
+
+def test_a_cluster_admission_with_jsa_mutate_becomes_a_cluster_override_policy() -> None:
+    result = registry.convert_all(load("date-annotation.yaml"), "f")
+    assert result.problems == []
+    [policy] = result.documents
+    assert policy["kind"] == "ClusterOverridePolicy" and policy["metadata"] == {"name": "pod-date"}
+    assert policy["spec"]["resourceSelectors"] == [{"apiVersion": "v1", "kind": "Pod"}]
+    source = policy["spec"]["overrideRules"][0]["overriders"]["javascript"]["source"]
+    assert source == load("date-annotation.yaml")[0]["spec"]["js"]
+    compiled = compile_policy(policy)
+    assert compiled.javascript_only and compiled.cluster_scoped
+
+
+def test_a_namespaced_admission_with_both_functions_becomes_two_policies_in_its_namespace() -> None:
+    result = registry.convert_all(load("namespaced-both.yaml"), "f")
+    assert result.problems == []
+    assert [(d["kind"], d["metadata"]) for d in result.documents] == [
+        ("OverridePolicy", {"name": "team-defaults", "namespace": "team-a"}),
+        ("ValidatePolicy", {"name": "team-defaults", "namespace": "team-a"})]
+    for doc in result.documents:
+        assert doc["spec"]["resourceSelectors"] == [{"apiVersion": "v1", "kind": "Pod"},
+                                                    {"apiVersion": "apps/v1", "kind": "Deployment"}]
+        assert compile_policy(doc).warnings == ()
+
+
+def test_stateful_hooks_and_state_are_reported_with_their_function() -> None:
+    result = registry.convert_all(load("pod-limit-stateful.yaml"), "f.yaml")
+    fields = [p.field for p in result.problems]
+    assert fields == ["spec.js: jsa_validate", "spec.js: jsa_init", "spec.js: jsa_created", "spec.js: jsa_deleted"]
+    assert all(str(p).startswith("f.yaml: ClusterJsAdmission pod-limit: ") for p in result.problems)
+    assert "state" in result.problems[0].reason and "keeps none" in result.problems[1].reason
+
+
+def test_unknown_resources_and_syntax_errors_are_reported() -> None:
+    result = registry.convert_all(load("unknown-resource.yaml"), "f")
+    reasons = {p.field: p.reason for p in result.problems}
+    assert "not a built-in resource" in reasons["spec.kinds[0]"]
+    assert reasons["spec.js"].startswith("line 4: SyntaxError")  # the end of the script, where quickjs gave up
+
+
+def test_missing_and_unknown_fields_are_reported() -> None:
+    doc = {"apiVersion": "momiji.com/v1", "kind": "JsAdmission", "metadata": {},
+           "spec": {"kinds": [], "js": "", "priority": 3}}
+    fields = {p.field for p in registry.convert_all([doc], "f").problems}
+    assert fields == {"metadata.name", "spec.kinds", "spec.priority", "spec.js"}
+    assert {p.field for p in registry.convert_all([{**doc, "spec": "x"}], "f").problems} == {"metadata.name", "spec"}
+    script_only = {**doc, "metadata": {"name": "n"}, "spec": {"kinds": ["pods"], "js": "var x = 1"}}
+    assert [p.reason for p in registry.convert_all([script_only], "f").problems] == [
+        "defines neither jsa_mutate nor jsa_validate"]
+    wrong_group = {**script_only, "spec": {"kinds": ["pods.apps", 7], "js": "function jsa_validate() {}"}}
+    assert {p.field for p in registry.convert_all([wrong_group], "f").problems} == {"spec.kinds[0]", "spec.kinds[1]"}
+
+
+def test_the_convert_command_prints_policies_or_exits_2_naming_each_problem() -> None:
+    code, out, err = run("convert", str(DATA / "sas-workload-class.yaml"))
+    assert code == 0 and err == ""
+    [doc] = list(yaml.safe_load_all(out))
+    assert doc["kind"] == "ClusterOverridePolicy"
+    code, out, err = run("convert", str(DATA / "pod-limit-stateful.yaml"))
+    assert code == 2 and out == ""
+    assert err.count("error: ") == 4 and "jsa_created" in err
+
+
+def test_a_state_parameter_the_body_never_names_converts_exactly() -> None:
+    result = registry.convert_all(load("sample-add-annotations.yaml"), "f")
+    assert result.problems == []
+    [policy] = result.documents
+    assert compile_policy(policy).warnings == ()
+    reading = {**load("sample-add-annotations.yaml")[0]}
+    reading["spec"] = {**reading["spec"], "js": "function jsa_mutate(op, obj, sync, state) { state.n = 1 }"}
+    assert [p.field for p in registry.convert_all([reading], "f").problems] == ["spec.js: jsa_mutate"]
