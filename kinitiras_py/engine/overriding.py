@@ -16,16 +16,30 @@ from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import origin, patchlog
+from kinitiras_py.engine import origin, patchlog, sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
-from kinitiras_py.engine.evaluation.cel import Bindings
+from kinitiras_py.engine.evaluation.cel import Bindings, Program
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, RuleId
 
 RuleKey = tuple[str, int]
 """(policy ref, rule index): how resolved parameters and lookup errors are keyed."""
 
 
+class Denied(KinitirasError):
+    """A rendered rule refuses the object (``{"deny": reason}``), whatever its failurePolicy."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
 def _patch_ops(result: JSON, what: str) -> Patch:
+    if isinstance(result, dict) and what == "the rendered template":
+        # Sidecar templates answer {"deny": reason} or {"error": reason} instead of operations.
+        if isinstance(result.get("deny"), str):
+            raise Denied(result["deny"])
+        if isinstance(result.get("error"), str):
+            raise ValueError(result["error"])
     if not isinstance(result, list):
         raise ValueError(f"{what} must return a list of JSON patch operations, got {type(result).__name__}")
     for i, op in enumerate(result):
@@ -35,16 +49,17 @@ def _patch_ops(result: JSON, what: str) -> Patch:
 
 
 def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
-               bound: Bindings | None = None) -> patchlog.Draft:
+               bound: Bindings | None = None, rendered: Program | None = None) -> patchlog.Draft:
     """Apply one rule's overriders: rendered, cel, plaintext, origin. ``working`` is not modified.
 
     Each overrider sees the result of the previous one (kinitiras skipped plaintext when origin
     was present; we run all that are set). Returns the draft holding the result and where the
     rule changed it. ``bound``, when given, holds ``variables`` with ``working`` as the object,
-    already converted for CEL.
+    already converted for CEL. ``rendered`` stands in for ``rule.rendered`` (a sidecar template
+    read from a ConfigMap).
     """
     draft = patchlog.Draft(working)
-    for program, what in ((rule.rendered, "the rendered template"), (rule.cel, "the cel rule")):
+    for program, what in ((rendered or rule.rendered, "the rendered template"), (rule.cel, "the cel rule")):
         if program is not None:
             inputs = bound if bound is not None and draft.doc is working else {**variables, "object": draft.doc}
             draft.apply(_patch_ops(program.evaluate(inputs), what))
@@ -57,19 +72,27 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
 
 def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, variables: dict[str, Any],
            params: Mapping[RuleKey, Obj] | None = None,
-           lookup_errors: Mapping[RuleKey, str] | None = None) -> Mutation:
+           lookup_errors: Mapping[RuleKey, str] | None = None,
+           programs: Mapping[RuleKey, Program] | None = None) -> Mutation:
     """Apply every matching rule to ``obj``; return the final object and the patch.
 
     ``obj`` is not modified; the final object shares the parts no rule changed with it, so
     neither may be modified afterwards. ``variables`` carries ``oldObject`` and ``request`` for
     CEL; ``params`` the resolved value references per rule; ``lookup_errors`` the references
-    that could not be resolved.
+    that could not be resolved; ``programs`` the CEL of sidecar templates read from ConfigMaps.
+    A rule that denies (a sidecar's checks, two sidecars of one group) denies whatever its
+    failurePolicy.
     """
     params = params or {}
     lookup_errors = lookup_errors or {}
+    programs = programs or {}
+    matches = list(matches)
     working: Obj = obj
     log = patchlog.PatchLog()
     mutation = Mutation(object=working)
+    conflict = sidecars.group_conflict(matches, obj)
+    if conflict is not None:
+        return Mutation(object=obj, failure=conflict)
     # The working object converted for CEL, shared by rules without parameters until one changes it:
     # rules that find nothing to do (most of them on UPDATE) then skip the conversion.
     bound: Bindings | None = None
@@ -83,7 +106,12 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
             if not own and bound is None:
                 bound = Bindings({**variables, "object": working, "params": {}})
             try:
-                trial = apply_rule(working, rule, policy, {**variables, "params": own or {}}, None if own else bound)
+                trial = apply_rule(working, rule, policy, {**variables, "params": own or {}}, None if own else bound,
+                                   programs.get(key))
+            except Denied as e:
+                failure = RuleFailure(PolicyId.of(policy), rule.index, e.reason, ignored=False)
+                return Mutation(object=obj, failure=failure, warnings=mutation.warnings, ignored=mutation.ignored,
+                                timings=mutation.timings)
             except RuleError as e:
                 reason = e.reason
             except (KinitirasError, ValueError, TypeError, KeyError, IndexError) as e:
