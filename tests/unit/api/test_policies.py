@@ -68,7 +68,7 @@ def test_there_is_one_example_per_kinitiras_shape_plus_ours() -> None:
         "templates/override-resourcesoversell.yaml", "templates/override-tolerations.yaml",
         "templates/validate-multi.yaml",
         "extended/cop-http-secret.yaml", "extended/override-cel-origin.yaml",
-        "extended/validate-warn-cel.yaml",
+        "extended/validate-warn-cel.yaml", "extended/override-sidecar.yaml",
     }
 
 

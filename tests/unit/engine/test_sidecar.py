@@ -380,3 +380,10 @@ def test_yaml_in_the_template_reads_as_kubectl_reads_it() -> None:
     decision = run([policy(template=template)], pod())
     assert decision.object["spec"]["containers"][2]["env"][0]["value"] == "2024-01-01"
     assert yaml.safe_dump(decision.object)
+
+
+def test_a_template_printing_only_values_every_pod_has() -> None:
+    # Found by the fuzz suite: with no optional value among them the list was typed list(string).
+    template = 'containers: [{name: s, image: x, env: [{name: P, value: "{{ appPorts }}/{{ name }}"}]}]'
+    decision = run([policy(template=template)], pod())
+    assert decision.object["spec"]["containers"][2]["env"] == [{"name": "P", "value": "80,9100,9101/web"}]
