@@ -46,7 +46,8 @@ def context(spec: Obj, scope: symbolic.Scope) -> dict[str, Any]:
     per_pod = {
         "object": symbolic.PerPod(scope, "optional.of(object)", "object", printable=False),
         "labels": symbolic.PerPod(scope, "optional.of(labels)", "labels", printable=False),
-        "annotations": symbolic.PerPod(scope, "optional.of(podAnnotations)", "annotations", printable=False),
+        "annotations": symbolic.PerPod(scope, "optional.of(podAnnotations == null ? dyn({}) : podAnnotations)",
+                                      "annotations", printable=False),
         "namespace": symbolic.PerPod(scope, "optional.of(podNamespace)", "namespace", nested=False),
         "name": symbolic.PerPod(scope, "optional.of(podName)", "name", nested=False),
         "generateName": symbolic.PerPod(scope, 'object.?metadata.?generateName', "generateName", nested=False),

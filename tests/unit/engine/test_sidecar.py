@@ -387,3 +387,22 @@ def test_a_template_printing_only_values_every_pod_has() -> None:
     template = 'containers: [{name: s, image: x, env: [{name: P, value: "{{ appPorts }}/{{ name }}"}]}]'
     decision = run([policy(template=template)], pod())
     assert decision.object["spec"]["containers"][2]["env"] == [{"name": "P", "value": "80,9100,9101/web"}]
+
+
+def test_an_annotation_of_a_pod_without_annotations_takes_its_default() -> None:
+    template = ('containers: [{name: s, image: x, env: [{name: L, '
+                'value: "{{ annotations.level | default(\'info\') }}"}]}]')
+    obj = pod()
+    assert "annotations" not in obj["metadata"]
+    decision = run([policy(template=template)], obj)
+    assert decision.allowed, decision.message
+    assert decision.object["spec"]["containers"][2]["env"] == [{"name": "L", "value": "info"}]
+    without_default = template.replace(" | default('info')", "")
+    assert run([policy(template=without_default)], obj).message.endswith(
+        "the sidecar template reads annotation 'level', which this pod does not have")
+
+
+def test_object_paths_reach_into_lists() -> None:
+    template = 'containers: [{name: s, image: "{{ object.spec.containers[1].image }}"}]'
+    decision = run([policy(template=template)], pod())
+    assert decision.object["spec"]["containers"][2] == {"name": "s", "image": "s:1"}
