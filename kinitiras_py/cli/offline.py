@@ -85,6 +85,7 @@ def _warn(message: str) -> None:
 def _render(args: argparse.Namespace) -> int:
     from kinitiras_py.engine.compiling import compile_policy
     from kinitiras_py.offline import loader
+    from kinitiras_py.offline.apply import check_context
     from kinitiras_py.offline.dumper import dump_yaml_all
     from kinitiras_py.offline.policyfiles import load_policies
     from kinitiras_py.offline.render import configmap_sources, rendered_sources, with_rendered
@@ -93,6 +94,8 @@ def _render(args: argparse.Namespace) -> int:
         docs = load_policies(args.policy)
         compiled = [compile_policy(doc) for doc in docs]
         context = [d for f in args.context for d in loader.load_documents(f)]
+        for index, obj in enumerate(context):
+            check_context(obj, index)
         kept = [configmap_sources(policy, context) if context else [] for policy in compiled]
     except loader.InputError as e:
         return _error(str(e))

@@ -26,6 +26,7 @@ from kinitiras_py.engine.rendering.render import check_ref
 MARKER_GROUP = "policy.kcloudlabs.io"
 LISTS = ("containers", "initContainers", "volumes", "imagePullSecrets")
 FIELDS = (*LISTS, "annotations")
+_INT64 = (-(2**63), 2**63 - 1)
 PARAM_PREFIX = "sidecar."
 """``params`` names of the valueRefs that are fetched (k8s, owner, http): ``sidecar.<name>``."""
 
@@ -80,9 +81,24 @@ def _json(value: Any, where: str) -> JSON:
         return [_json(v, where) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         raise PolicyError(where, f"the rendered YAML holds {value}, which JSON cannot")
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+        raise PolicyError(where, f"the rendered YAML holds {value}, beyond a 64-bit integer (quote it)")
     if value is None or isinstance(value, str | int | float | bool):
         return value
     raise PolicyError(where, f"the rendered YAML holds a {type(value).__name__}, which JSON cannot")
+
+
+def _out_of_range(value: JSON) -> JSON:
+    """The first integer beyond 64 bits or non-finite number in ``value``, or None."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return next((found for v in value if (found := _out_of_range(v)) is not None), None)
+    if isinstance(value, float) and not math.isfinite(value):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+        return value
+    return None
 
 
 def _shown(text: str) -> str:
@@ -186,6 +202,10 @@ def render_sidecar(spec: Obj, text: str, where: str, source: str, policy_ref: st
 def check_options(spec: Obj, path: str, cluster_scoped: bool) -> list[PolicyError]:
     """Problems with a sidecar block outside its template text."""
     errors = []
+    for name, value in (spec.get("values") or {}).items():
+        if (bad := _out_of_range(value)) is not None:
+            errors.append(PolicyError(f"{path}.values[{name}]", f"{bad} is beyond what JSON and CEL hold "
+                                                                "(a 64-bit integer, a finite number)"))
     for i, label in enumerate(spec.get("requiredLabels") or []):
         for problem in selectors.validate_label_selector({"matchLabels": {str(label): ""}}, path):
             errors.append(PolicyError(f"{path}.requiredLabels[{i}]", problem.reason))

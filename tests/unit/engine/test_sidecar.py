@@ -406,3 +406,11 @@ def test_object_paths_reach_into_lists() -> None:
     template = 'containers: [{name: s, image: "{{ object.spec.containers[1].image }}"}]'
     decision = run([policy(template=template)], pod())
     assert decision.object["spec"]["containers"][2] == {"name": "s", "image": "s:1"}
+
+
+def test_numbers_beyond_json_and_cel_are_refused_naming_where() -> None:
+    # Found by the fuzz suite: a 2^63 constant crashed the check instead of being refused.
+    message = refusal(policy(values={"c": 2**63}))
+    assert f"{T}.sidecar.values[c]: 9223372036854775808 is beyond what JSON and CEL hold" in message
+    message = refusal(policy(template="containers: [{name: a, image: x, n: 99999999999999999999}]"))
+    assert f"{T}.sidecar.template: the rendered YAML holds 99999999999999999999, beyond a 64-bit integer" in message
