@@ -133,16 +133,24 @@ def _selectors(app: Obj, source: str, problems: list[Problem]) -> list[Obj]:
                                                                      "(only labelSelector and namespaceSelector)"))
     if isinstance(chosen.get("labelSelector"), dict):
         labels = chosen["labelSelector"].get("labelsToMatch") or {}
+        if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+            problems.append(Problem(source, f"{base}.labelSelector.labelsToMatch", "must map label keys to values"))
+            return []
         selector: Obj = {"apiVersion": "v1", "kind": "Pod"}
         if labels:
-            selector["labelSelector"] = {"matchLabels": {str(k): str(v) for k, v in labels.items()}}
+            selector["labelSelector"] = {"matchLabels": {str(k): v for k, v in labels.items()}}
         return [selector]
     if isinstance(chosen.get("namespaceSelector"), dict):
         namespaces = chosen["namespaceSelector"].get("namespaces") or []
-        if not namespaces:
-            problems.append(Problem(source, f"{base}.namespaceSelector.namespaces",
-                                    "an empty list selects no pod; a policy without selectors would select every one"))
-        return [{"apiVersion": "v1", "kind": "Pod", "namespace": str(ns)} for ns in namespaces]
+        where = f"{base}.namespaceSelector.namespaces"
+        if not isinstance(namespaces, list) or not all(isinstance(ns, str) and ns for ns in namespaces):
+            problems.append(Problem(source, where, "must be a list of namespace names"))
+        elif not namespaces:
+            problems.append(Problem(source, where, "an empty list selects no pod; a policy without selectors "
+                                                   "would select every one"))
+        else:
+            return [{"apiVersion": "v1", "kind": "Pod", "namespace": ns} for ns in namespaces]
+        return []
     if not any(k in chosen for k in ("upstreamSelector", "serviceSelector")):
         problems.append(Problem(source, base, "set labelSelector or namespaceSelector"))
     return []
@@ -165,17 +173,20 @@ def convert_mesh(doc: Obj, source: str, docs: Sequence[Obj]) -> Conversion:
         problems.append(Problem(where, "spec.awsAppMesh.region", "required: the sidecar's AWS_REGION"))
     selectors = _selectors(app, where, problems)
     ref = app.get("sidecarPatchConfigMap")
-    cm_namespace, cm_name = ((str(ref.get("namespace") or ""), str(ref.get("name") or ""))
-                             if isinstance(ref, dict) else DEFAULT_CONFIGMAP)
-    configmap = _configmap(docs, cm_namespace, cm_name)
-    values: Obj = {"meshName": name, "awsRegion": region}
-    text = None
-    consumed: list[Obj] = []
+    cm_namespace, cm_name = DEFAULT_CONFIGMAP
+    if ref is not None:
+        if not isinstance(ref, dict) or not all(isinstance(ref.get(k), str) and ref[k] for k in ("name", "namespace")):
+            problems.append(Problem(where, "spec.awsAppMesh.sidecarPatchConfigMap", "must name the ConfigMap's "
+                                                                                    "namespace and name"))
+        else:
+            cm_namespace, cm_name = ref["namespace"], ref["name"]
     if problems:
         return Conversion(problems=problems)
     assert isinstance(label, str)
+    values: Obj = {"meshName": name, "awsRegion": region}
+    configmap = _configmap(docs, cm_namespace, cm_name)
     if configmap is not None:
-        text, consumed = _from_configmap(configmap, label, values, where, problems), [configmap]
+        text = _from_configmap(configmap, label, values, where, problems)
     elif ref is None:
         text = DEFAULT_TEMPLATE % {"label": json.dumps(label)}
         values.update(DEFAULT_IMAGES)
@@ -183,6 +194,7 @@ def convert_mesh(doc: Obj, source: str, docs: Sequence[Obj]) -> Conversion:
         problems.append(Problem(where, "spec.awsAppMesh.sidecarPatchConfigMap",
                                 f"ConfigMap {cm_namespace}/{cm_name} is not among the input documents: give it in "
                                 "the same input, so that its template can be translated"))
+        text = None
     if problems or text is None:
         return Conversion(problems=problems)
     policy = {
@@ -194,7 +206,7 @@ def convert_mesh(doc: Obj, source: str, docs: Sequence[Obj]) -> Conversion:
                 "group": SIDECAR_GROUP, "requiredLabels": [label], "requireContainerPorts": True,
                 "values": values, "template": text}}}}]},
     }
-    return Conversion(documents=[policy], consumed=consumed)
+    return Conversion(documents=[policy], consumed=[configmap] if configmap is not None else [])
 
 
 def _from_configmap(configmap: Obj, label: str, values: Obj, where: str, problems: list[Problem]) -> str | None:
@@ -205,7 +217,10 @@ def _from_configmap(configmap: Obj, label: str, values: Obj, where: str, problem
         problems.append(Problem(where, f"{what}: data", f"the injector needs exactly one entry, found {len(data)}"))
         return None
     key, go_template = next(iter(data.items()))
-    text, reasons = translate(str(go_template), label)
+    if not isinstance(go_template, str):
+        problems.append(Problem(where, f"{what}: data[{key}]", "must be the template's text"))
+        return None
+    text, reasons = translate(go_template, label)
     problems.extend(Problem(where, f"{what}: data[{key}]", reason) for reason in reasons)
     if text is None:
         return None

@@ -191,3 +191,22 @@ def test_apply_converts_the_mesh_on_load() -> None:
     assert code == 0, err
     assert '"mesh/shop-mesh/virtualNode/cart"' in out
 
+
+
+@pytest.mark.parametrize(("app", "field"), [
+    ({"injectionSelector": {"labelSelector": {"labelsToMatch": 1}}},
+     "spec.awsAppMesh.injectionSelector.labelSelector.labelsToMatch: must map label keys to values"),
+    ({"injectionSelector": {"namespaceSelector": {"namespaces": "a"}}},
+     "spec.awsAppMesh.injectionSelector.namespaceSelector.namespaces: must be a list of namespace names"),
+    ({"sidecarPatchConfigMap": "patch"}, "spec.awsAppMesh.sidecarPatchConfigMap: must name the ConfigMap's"),
+])
+def test_fields_of_the_wrong_type_are_reported(app: dict[str, Any], field: str) -> None:
+    # Found by the fuzz suite (tests/fuzz/test_convert_fuzz.py): these raised instead.
+    assert any(p.startswith(f"in.yaml: Mesh sg/m: {field}") for p in problems(mesh(**app)))
+
+
+def test_a_template_entry_that_is_not_text_is_reported() -> None:
+    bad = configmap(GO)
+    bad["data"] = {"patch.yaml": 3}
+    assert problems(mesh(**REF), bad) == ["in.yaml: Mesh sg/m: ConfigMap sg/patch: data[patch.yaml]: must be the "
+                                          "template's text"]
