@@ -140,18 +140,22 @@ class PerPod:
 
 def _guard(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """A filter or test that refuses per-pod arguments, except the few that keep text exact."""
+    # Filters marked pass_context/pass_eval_context/pass_environment get that first.
+    first = 1 if getattr(fn, "jinja_pass_arg", None) is not None else 0
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         per_pod = [a for a in (*args, *kwargs.values()) if isinstance(a, PerPod)]
         if not per_pod:
             return fn(*args, **kwargs)
-        value = per_pod[0]
-        if name in ("default", "d") and args and args[0] is value:
-            return value.with_default(args[1] if len(args) > 1 else kwargs.get("default_value", ""))
-        if name in _PASS_THROUGH and args and args[0] is value:
+        value, rest = per_pod[0], args[first + 1:]
+        if len(args) <= first or args[first] is not value:
+            raise PerPodUse(f"passing {value._what} to {name!r}")
+        if name in ("default", "d"):
+            return value.with_default(rest[0] if rest else kwargs.get("default_value", ""))
+        if name in _PASS_THROUGH:
             return value
-        if name == "tojson" and args and args[0] is value:
+        if name == "tojson":
             return f'"{value}"'
         raise PerPodUse(f"applying {name!r} to {value._what}")
 

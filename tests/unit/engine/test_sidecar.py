@@ -414,3 +414,12 @@ def test_numbers_beyond_json_and_cel_are_refused_naming_where() -> None:
     assert f"{T}.sidecar.values[c]: 9223372036854775808 is beyond what JSON and CEL hold" in message
     message = refusal(policy(template="containers: [{name: a, image: x, n: 99999999999999999999}]"))
     assert f"{T}.sidecar.template: the rendered YAML holds 99999999999999999999, beyond a 64-bit integer" in message
+
+
+def test_tojson_and_string_keep_a_per_pod_value_exact() -> None:
+    template = "containers: [{name: s, image: x, env: [{name: A, value: {{ labels.app | tojson }}}, " \
+               "{name: B, value: '{{ name | string }}'}]}]"
+    decision = run([policy(template=template)], pod(app="1e3"))
+    assert decision.object["spec"]["containers"][2]["env"] == [{"name": "A", "value": "1e3"},
+                                                               {"name": "B", "value": "web"}]
+    assert "passing label 'a' to 'default'" in refusal(policy(template="{{ 'x' | default(labels.a) }}"))
