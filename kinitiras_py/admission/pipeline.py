@@ -94,7 +94,7 @@ class Pipeline:
         params, errors = await self._params(matches, request.object)
         if not matches:
             return Mutation(object=request.object)
-        programs, failed = await sidecars.programs(matches, self.store, self.lookup_timeout)
+        programs, failed = await sidecars.programs(matches, request.object, self.store, self.lookup_timeout)
         errors.update(failed)
         variables = await self._variables(request, request.object)
         every = [p for _, rule in matches for p in (rule.rendered, rule.cel)] + list(programs.values())

@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from kinitiras_py.base.errors import PolicyError
+from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine import sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation.cel import Program
@@ -39,14 +40,15 @@ async def template_text(rule: sidecars.SidecarRule, store: Store, timeout: float
     return text
 
 
-async def programs(matches: list[tuple[CompiledPolicy, Any]], store: Store, timeout: float
+async def programs(matches: list[tuple[CompiledPolicy, Any]], obj: Obj, store: Store, timeout: float
                    ) -> tuple[dict[RuleKey, Program], dict[RuleKey, str]]:
-    """The CEL of every matching sidecar rule kept in a ConfigMap, and the errors of those that fail."""
+    """The CEL of every matching sidecar rule kept in a ConfigMap, and the errors of those that fail.
+    A pod that has the rule's sidecar already needs none (its ConfigMap may be gone by then)."""
     found: dict[RuleKey, Program] = {}
     errors: dict[RuleKey, str] = {}
     for policy, rule in matches:
         sidecar = getattr(rule, "sidecar", None)
-        if sidecar is None or sidecar.config_map is None:
+        if sidecar is None or sidecar.config_map is None or sidecars.already_injected(sidecar, obj):
             continue
         key = (policy.ref, rule.index)
         try:

@@ -106,6 +106,15 @@ def _compiled(rule: SidecarRule, text: str) -> cel.Program | PolicyError:
         return PolicyError(rule.source, f"the template renders CEL that does not compile: {e}")
 
 
+def already_injected(rule: SidecarRule, obj: Obj) -> bool:
+    """Whether ``obj``'s pod (template) carries this rule's marker: its template need not be read."""
+    path = workloads.pod_spec_path(obj)
+    node: object = obj
+    for key in (*path[:-1], "metadata", "annotations") if path else ():
+        node = node.get(key) if isinstance(node, dict) else None
+    return isinstance(node, dict) and rendering.marker_key(rule.policy_name) in node
+
+
 def group_conflict(matches: Sequence[tuple[CompiledPolicy, Any]], obj: Obj) -> RuleFailure | None:
     """The denial of a pod that two sidecar policies of one group select, naming both; else None."""
     if not workloads.is_pod_bearing(obj):

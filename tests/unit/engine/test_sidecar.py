@@ -423,3 +423,11 @@ def test_tojson_and_string_keep_a_per_pod_value_exact() -> None:
     assert decision.object["spec"]["containers"][2]["env"] == [{"name": "A", "value": "1e3"},
                                                                {"name": "B", "value": "web"}]
     assert "passing label 'a' to 'default'" in refusal(policy(template="{{ 'x' | default(labels.a) }}"))
+
+
+def test_an_injected_pod_needs_no_configmap() -> None:
+    injected = run([policy(configMapRef=CM_REF)], pod(), [configmap()]).object
+    # The ConfigMap is gone: a pod that has the sidecar is still admitted (UPDATE, reinvocation).
+    decision = run([policy(configMapRef=CM_REF)], injected, [], operation="UPDATE", old=injected)
+    assert decision.allowed and decision.patch == [], decision.message
+    assert not run([policy(configMapRef=CM_REF)], pod(), []).allowed
