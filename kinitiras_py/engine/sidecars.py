@@ -106,6 +106,13 @@ def _compiled(rule: SidecarRule, text: str) -> cel.Program | PolicyError:
         return PolicyError(rule.source, f"the template renders CEL that does not compile: {e}")
 
 
+def kept_in_configmaps(compiled: CompiledPolicy) -> list[int]:
+    """Indexes of the rules whose template is read from a ConfigMap: a ``renderedCel`` stored on
+    them (from an earlier inline version) is not what runs, so it is removed."""
+    return [rule.index for rule in compiled.rules
+            if getattr(rule, "sidecar", None) is not None and rule.sidecar.config_map is not None]
+
+
 def already_injected(rule: SidecarRule, obj: Obj) -> bool:
     """Whether ``obj``'s pod (template) carries this rule's marker: its template need not be read."""
     path = workloads.pod_spec_path(obj)

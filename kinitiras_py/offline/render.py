@@ -25,6 +25,9 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
             (rule.get("overriders") or {}, f"/spec/{field}/{index}/overriders")
         if holder.get("renderedCel") != source:
             ops.append({"op": "add", "path": f"{pointer}/renderedCel", "value": source})
+    for index in sidecars.kept_in_configmaps(compiled):
+        if "renderedCel" in (doc["spec"][field][index].get("overriders") or {}):
+            ops.append({"op": "remove", "path": f"/spec/{field}/{index}/overriders/renderedCel"})
     return ops
 
 

@@ -431,3 +431,16 @@ def test_an_injected_pod_needs_no_configmap() -> None:
     decision = run([policy(configMapRef=CM_REF)], injected, [], operation="UPDATE", old=injected)
     assert decision.allowed and decision.patch == [], decision.message
     assert not run([policy(configMapRef=CM_REF)], pod(), []).allowed
+
+
+def test_a_stale_renderedcel_is_removed_when_the_template_moves_to_a_configmap() -> None:
+    from kinitiras_py.admission.policies import rendered_patch
+    from kinitiras_py.offline.render import with_rendered
+
+    doc = policy(configMapRef=CM_REF)
+    doc["spec"]["overrideRules"][0]["overriders"]["renderedCel"] = "[]"
+    compiled = compile_policy(doc)
+    assert rendered_patch(doc, compiled) == [{"op": "remove",
+                                              "path": "/spec/overrideRules/0/overriders/renderedCel"}]
+    assert "renderedCel" not in with_rendered(doc, compiled)["spec"]["overrideRules"][0]["overriders"]
+    assert rendered_patch(with_rendered(doc, compiled), compiled) == []
