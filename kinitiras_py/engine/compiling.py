@@ -229,7 +229,7 @@ def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
     if isinstance(template, dict) and template.get("type") == "sidecar":
         source, sidecar = _sidecar(checker, errors, template, f"{opath}.template", refs)
         if source is not None:
-            rendered = checker.collect(errors, _compile_cel, source, f"{opath}.template")
+            rendered = checker.collect(errors, sidecars.compile_source, source, f"{opath}.template.sidecar.template")
     elif isinstance(template, dict):
         tpath = f"{opath}.template"
         source = checker.collect(errors, render.render_override, template, tpath)

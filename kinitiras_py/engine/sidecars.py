@@ -80,6 +80,18 @@ def render_inline(rule: SidecarRule, text: str) -> str:
                                     rule.policy_ref, rule.policy_name)
 
 
+def compile_source(source: str, where: str) -> cel.Program:
+    """Compile a sidecar's CEL; a template nested beyond what CEL's parser holds is named as such."""
+    try:
+        return cel.compile_program(source)
+    except CelCompileError as e:
+        if "recursion" in str(e).lower():
+            raise PolicyError(where, "the template nests too deeply for CEL, whose parser stops at 32 levels "
+                                     "(the sidecar's own CEL takes about 10): nest its YAML less, or read per-pod "
+                                     "values fewer keys deep") from None
+        raise PolicyError(where, f"invalid CEL: {e}") from None
+
+
 def program_for(rule: SidecarRule, text: str) -> cel.Program:
     """The compiled CEL of a ConfigMap's template text; PolicyError naming the ConfigMap."""
     found = _compiled(rule, text)
@@ -99,11 +111,9 @@ def _compiled(rule: SidecarRule, text: str) -> cel.Program | PolicyError:
     try:
         source = rendering.render_sidecar(orjson.loads(rule.spec_json), text, rule.source, rule.source,
                                           rule.policy_ref, rule.policy_name)
-        return cel.compile_program(source)
+        return compile_source(source, rule.source)
     except PolicyError as e:
         return e
-    except CelCompileError as e:
-        return PolicyError(rule.source, f"the template renders CEL that does not compile: {e}")
 
 
 def kept_in_configmaps(compiled: CompiledPolicy) -> list[int]:

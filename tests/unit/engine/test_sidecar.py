@@ -444,3 +444,29 @@ def test_a_stale_renderedcel_is_removed_when_the_template_moves_to_a_configmap()
                                               "path": "/spec/overrideRules/0/overriders/renderedCel"}]
     assert "renderedCel" not in with_rendered(doc, compiled)["spec"]["overrideRules"][0]["overriders"]
     assert rendered_patch(with_rendered(doc, compiled), compiled) == []
+
+
+@pytest.mark.parametrize("template", [
+    "containers: [{name: a, image: x, args: " + "[" * 30 + "1" + "]" * 30 + "}]",
+    "containers: [{name: a, image: \"{{ object." + ".".join(f"k{i}" for i in range(20)) + " }}\"}]",
+])
+def test_templates_too_deep_for_cel_are_refused_as_such(template: str) -> None:
+    assert f"{T}.sidecar.template: the template nests too deeply for CEL" in refusal(policy(template=template))
+
+
+def test_realistic_nesting_fits() -> None:
+    template = """\
+containers:
+  - name: envoy
+    image: x
+    livenessProbe:
+      httpGet: {path: /ready, port: 9901, httpHeaders: [{name: X, value: "{{ labels['virtual-node'] }}"}]}
+    env: [{name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]
+volumes:
+  - name: token
+    projected: {sources: [{serviceAccountToken: {path: token, audience: "{{ values.mesh }}", expirationSeconds: 600}}]}
+"""
+    decision = run([policy(template=template)], pod())
+    assert decision.object["spec"]["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"]["audience"] == "m1"
+    probe = decision.object["spec"]["containers"][2]["livenessProbe"]
+    assert probe["httpGet"]["httpHeaders"] == [{"name": "X", "value": "web"}]
