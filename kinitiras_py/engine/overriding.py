@@ -33,9 +33,9 @@ class Denied(KinitirasError):
         super().__init__(reason)
 
 
-def _patch_ops(result: JSON, what: str) -> Patch:
-    if isinstance(result, dict) and what == "the rendered template":
-        # Sidecar templates answer {"deny": reason} or {"error": reason} instead of operations.
+def _patch_ops(result: JSON, what: str, answers: bool = False) -> Patch:
+    if isinstance(result, dict) and answers:
+        # Rendered sidecar templates answer {"deny": reason} or {"error": reason} instead of operations.
         if isinstance(result.get("deny"), str):
             raise Denied(result["deny"])
         if isinstance(result.get("error"), str):
@@ -59,10 +59,11 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
     read from a ConfigMap).
     """
     draft = patchlog.Draft(working)
-    for program, what in ((rendered or rule.rendered, "the rendered template"), (rule.cel, "the cel rule")):
+    for program, what, answers in ((rendered or rule.rendered, "the rendered template", True),
+                                   (rule.cel, "the cel rule", False)):
         if program is not None:
             inputs = bound if bound is not None and draft.doc is working else {**variables, "object": draft.doc}
-            draft.apply(_patch_ops(program.evaluate(inputs), what))
+            draft.apply(_patch_ops(program.evaluate(inputs), what, answers))
     if rule.plaintext:
         draft.apply(rule.plaintext)
     if rule.origin:
