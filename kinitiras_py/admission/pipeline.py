@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kinitiras_py.admission import sidecars
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import jsrules, overriding, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
@@ -95,14 +96,17 @@ class Pipeline:
         params, errors = await self._params(matches, request.object)
         if not matches:
             return Mutation(object=request.object)
+        programs, failed = await sidecars.programs(matches, request.object, self.store, self.lookup_timeout)
+        errors.update(failed)
         variables = await self._variables(request, request.object)
+        every = [p for _, rule in matches for p in (rule.rendered, rule.cel)] + list(programs.values())
         with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
-            if any(rule.javascript for _, rule in matches) or \
-                    runs_long((p for _, rule in matches for p in (rule.rendered, rule.cel)), request.object):
+            if any(rule.javascript for _, rule in matches) or runs_long(every, request.object):
                 # Off the event loop: it serves probes and keeps the deadline whenever our functions or
                 # scripts run.
-                return await asyncio.to_thread(overriding.mutate, matches, request.object, variables, params, errors)
-            return overriding.mutate(matches, request.object, variables, params, errors)
+                return await asyncio.to_thread(overriding.mutate, matches, request.object, variables, params,
+                                               errors, programs)
+            return overriding.mutate(matches, request.object, variables, params, errors, programs)
 
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
         """Apply the validate policies to ``obj`` (default: the request's object)."""

@@ -11,6 +11,7 @@ from kinitiras_py.admission.pipeline import Request
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import Obj, Patch
+from kinitiras_py.engine import sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
 
@@ -45,6 +46,9 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
             continue
         if holder.get("renderedCel") != source:
             ops.append({"op": "add", "path": f"{pointer}/renderedCel", "value": source})
+    for index in sidecars.kept_in_configmaps(compiled):
+        if "renderedCel" in (rules[index].get("overriders") or {}):
+            ops.append({"op": "remove", "path": f"/spec/{field_name}/{index}/overriders/renderedCel"})
     return ops
 
 

@@ -14,10 +14,12 @@ from kinitiras_py.api.javascript import JavaScript
 from kinitiras_py.api.refs import ResourceRefer
 from kinitiras_py.api.schema import Model, OneOf, Pattern, prop
 from kinitiras_py.api.selectors import ResourceSelector
+from kinitiras_py.api.sidecar import SidecarTemplate
 from kinitiras_py.api.values import ConstantValue, Decimal, FailurePolicy, TargetOperation
 
 OVERRIDE_OPERATIONS = ("add", "replace", "remove")
-TEMPLATE_TYPES = ("annotations", "labels", "resources", "resourcesOversell", "tolerations", "affinity")
+TEMPLATE_TYPES = ("annotations", "labels", "resources", "resourcesOversell", "tolerations", "affinity",
+                  "sidecar")
 ORIGIN_TYPES = ("annotations", "labels", "nodeSelector", "hostNetwork", "schedulerName",
                 "resourceRequirements", "resourceOversell", "affinity", "tolerations",
                 "topologySpreadConstraints")
@@ -60,6 +62,7 @@ class OverrideRuleTemplate(Model):
     resources_oversell: ResourcesOversellRule | None = prop("Factors for type resourcesOversell.")
     tolerations: list[Toleration] = prop("Tolerations for type tolerations.", factory=list)
     affinity: Affinity | None = prop("Affinity for type affinity.")
+    sidecar: SidecarTemplate | None = prop("Containers and more to add, for type sidecar (operation add).")
     container_names: list[str] = prop("Only containers with these names (resources, "
                                       "resourcesOversell); empty means every container.",
                                       factory=list)

@@ -4,6 +4,7 @@
 
     KinitirasError
     ├── PolicyError          a policy itself is malformed (field path + reason); refused at admission
+    ├── RuleDenied           a rule decided to deny the object (a sidecar check, jsa_mutate's Allowed: false)
     ├── RuleError            a valid rule failed while evaluating one object (policy, rule index)
     │   └── LookupFailed     a value reference (k8s, owner, http) could not be resolved
     ├── PatchError           an RFC 6902 operation cannot be applied to a document
@@ -49,6 +50,15 @@ class PolicyErrors(PolicyError):
     def __init__(self, errors: list[PolicyError], policy: str | None = None) -> None:
         self.errors = errors
         super().__init__("", "; ".join(str(e) for e in errors), policy)
+
+
+class RuleDenied(KinitirasError):
+    """A rule refuses the object with ``reason``: a decision, not an error, so it denies whatever the
+    rule's failurePolicy."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 class RuleError(KinitirasError):

@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("policy", help="policy YAML file (- for stdin); several documents are allowed")
     p.add_argument("--cel", action="store_true",
                    help="print only the rendered CEL of each templated rule, under a comment naming it")
+    p.add_argument("--context", action="append", default=[],
+                   help="with --cel: ConfigMaps holding sidecar templates, whose CEL is printed too (repeatable)")
     p.set_defaults(handler=guarded(_render))
 
     p = sub.add_parser("apply", help="run policies on a resource as the webhook would (mutate, then validate)",
@@ -83,13 +85,18 @@ def _warn(message: str) -> None:
 def _render(args: argparse.Namespace) -> int:
     from kinitiras_py.engine.compiling import compile_policy
     from kinitiras_py.offline import loader
+    from kinitiras_py.offline.apply import check_context
     from kinitiras_py.offline.dumper import dump_yaml_all
     from kinitiras_py.offline.policyfiles import load_policies
-    from kinitiras_py.offline.render import rendered_sources, with_rendered
+    from kinitiras_py.offline.render import configmap_sources, rendered_sources, with_rendered
 
     try:
         docs = load_policies(args.policy)
         compiled = [compile_policy(doc) for doc in docs]
+        context = [d for f in args.context for d in loader.load_documents(f)]
+        for index, obj in enumerate(context):
+            check_context(obj, index)
+        kept = [configmap_sources(policy, context) if context else [] for policy in compiled]
     except loader.InputError as e:
         return _error(str(e))
     except PolicyErrors as e:
@@ -100,8 +107,8 @@ def _render(args: argparse.Namespace) -> int:
         for warning in getattr(policy, "warnings", ()) or ():
             _warn(warning)
     if args.cel:
-        for policy in compiled:
-            for where, source in rendered_sources(policy):
+        for policy, from_configmaps in zip(compiled, kept, strict=True):
+            for where, source in rendered_sources(policy) + from_configmaps:
                 sys.stdout.write(f"// {policy.ref}: {where}\n{source}")
         return 0
     sys.stdout.write(dump_yaml_all(with_rendered(doc, c) for doc, c in zip(docs, compiled, strict=True)))

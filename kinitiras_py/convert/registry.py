@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import Obj
 
-CONVERTER_MODULES: tuple[str, ...] = ("kinitiras_py.convert.jsadmissions",)
+CONVERTER_MODULES: tuple[str, ...] = ("kinitiras_py.convert.appmesh", "kinitiras_py.convert.jsadmissions")
 """Modules that register converters when imported (one per source system)."""
 
 
@@ -36,6 +36,9 @@ class Conversion:
 
     documents: list[Obj] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    consumed: list[Obj] = field(default_factory=list)
+    """Companion documents of the input now carried by ``documents`` (a Mesh's ConfigMap): they
+    are left out of the output instead of passing through."""
 
 
 ConvertFn = Callable[[Obj, str, Sequence[Obj]], Conversion]
@@ -83,16 +86,22 @@ def is_foreign(doc: Obj) -> bool:
 
 
 def convert_all(docs: Sequence[Obj], source: str) -> Conversion:
-    """Convert every foreign document of ``docs``; others pass through unchanged, in order."""
-    out = Conversion()
-    for doc in docs:
+    """Convert every foreign document of ``docs``; others pass through unchanged, in order, except
+    the companions a converter consumed."""
+    results: dict[int, Conversion] = {}
+    for index, doc in enumerate(docs):
         fn = converter_for(doc)
-        if fn is None:
+        if fn is not None:
+            results[index] = fn(doc, source, docs)
+    consumed = {id(d) for result in results.values() for d in result.consumed}
+    out = Conversion()
+    for index, doc in enumerate(docs):
+        result = results.get(index)
+        if result is not None:
+            out.documents.extend(result.documents)
+            out.problems.extend(result.problems)
+        elif id(doc) not in consumed:
             out.documents.append(doc)
-            continue
-        result = fn(doc, source, docs)
-        out.documents.extend(result.documents)
-        out.problems.extend(result.problems)
     return out
 
 

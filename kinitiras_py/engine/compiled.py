@@ -10,6 +10,7 @@ from kinitiras_py.base.typedefs import Obj, Patch
 if TYPE_CHECKING:
     from kinitiras_py.engine.evaluation.cel import Program
     from kinitiras_py.engine.jsrules import JsProgram
+    from kinitiras_py.engine.sidecars import SidecarRule
 
 CLUSTER_KINDS = frozenset({"ClusterOverridePolicy", "ClusterValidatePolicy"})
 VALIDATE_KINDS = frozenset({"ClusterValidatePolicy", "ValidatePolicy"})
@@ -31,6 +32,9 @@ class OverrideRule:
     origin: list[Obj] = field(default_factory=list)
     refs: dict[str, Obj] = field(default_factory=dict)
     """Value references this rule needs resolved, by parameter name (``params.<name>``)."""
+    sidecar: SidecarRule | None = None
+    """For a ``sidecar`` template: its group and, when kept in a ConfigMap, where (``rendered`` is
+    then compiled per ConfigMap text on the request path)."""
 
 
 @dataclass(frozen=True)

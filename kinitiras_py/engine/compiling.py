@@ -20,7 +20,7 @@ from typing import Any
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import CelCompileError, CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import jsrules, origin, selectors
+from kinitiras_py.engine import jsrules, origin, selectors, sidecars
 from kinitiras_py.engine.compiled import (
     CLUSTER_KINDS,
     CompiledPolicy,
@@ -59,6 +59,7 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
     spec = _dict(obj.get("spec"))
     meta = _dict(obj.get("metadata"))
     namespace = None if kind in CLUSTER_KINDS else meta.get("namespace")
+    checker.name, checker.namespace = str(meta.get("name", "")), namespace
     sels = _list(spec.get("resourceSelectors"))
     checker.run(_check_selectors, sels)
     _selector_warnings(checker, sels, namespace)
@@ -103,6 +104,8 @@ class _Checker:
         self.tolerant = tolerant
         self.errors: list[PolicyError] = []
         self.warnings: list[str] = []
+        self.name = ""
+        self.namespace: str | None = None
 
     def warn(self, path: str, message: str) -> None:
         """Record a warning naming the policy and the field."""
@@ -228,7 +231,12 @@ def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
     rendered = None
     refs: dict[str, Obj] = {}
     template = over.get("template")
-    if isinstance(template, dict):
+    sidecar = None
+    if isinstance(template, dict) and template.get("type") == "sidecar":
+        source, sidecar = _sidecar(checker, errors, template, f"{opath}.template", refs)
+        if source is not None:
+            rendered = checker.collect(errors, sidecars.compile_source, source, f"{opath}.template.sidecar.template")
+    elif isinstance(template, dict):
         tpath = f"{opath}.template"
         source = checker.collect(errors, render.render_override, template, tpath)
         if source is not None:
@@ -257,7 +265,7 @@ def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
     return OverrideRule(
         index=index, operations=normalise_operations(rule.get("targetOperations")),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cel=custom,
-        javascript=script, plaintext=plaintext, origin=entries, refs=refs,
+        javascript=script, plaintext=plaintext, origin=entries, refs=refs, sidecar=sidecar,
     ), source
 
 
@@ -273,6 +281,24 @@ def _javascript(checker: _Checker, errors: list[PolicyError], holder: Obj, funct
     for where, message in found[1]:
         checker.warn(where, message)
     return found[0]
+
+
+def _sidecar(checker: _Checker, errors: list[PolicyError], template: Obj, path: str,
+             refs: dict[str, Obj]) -> tuple[str | None, sidecars.SidecarRule | None]:
+    """Check a sidecar template; render it when inline. Fetched valueRefs go into ``refs``."""
+    problems = sidecars.check_template(template, path, checker.namespace is None)
+    if problems:
+        errors += problems
+        return None, None
+    rule = sidecars.rule_for(template, path, checker.ref, checker.name, checker.namespace)
+    block = _dict(template.get("sidecar"))
+    for name, ref in _dict(block.get("valueRefs")).items():
+        _check_http_secrets(checker, ref, f"{path}.sidecar.valueRefs[{name}]")
+        if _dict(ref).get("from") in _REF_SOURCES_WITH_PARAMS:
+            refs[sidecars.rendering.PARAM_PREFIX + str(name)] = ref
+    if rule.config_map is not None:
+        return None, rule
+    return checker.collect(errors, sidecars.render_inline, rule, str(block.get("template"))), rule
 
 
 def _metadata_keys(template: Obj, path: str) -> list[PolicyError]:

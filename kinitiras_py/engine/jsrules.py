@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinitiras_py.api import javascript as model
-from kinitiras_py.base.errors import KinitirasError, PolicyError, PolicyErrors
+from kinitiras_py.base.errors import PolicyError, PolicyErrors, RuleDenied
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import patchlog
 from kinitiras_py.engine.evaluation import jsruntime
@@ -45,15 +45,6 @@ MAX_DEPTH = 200
 """How deep a Result may nest: as deep as the webhook lets a request's object be."""
 _INT64 = 2 ** 63
 _deadline: contextvars.ContextVar[float] = contextvars.ContextVar("javascript_deadline", default=float("inf"))
-
-
-class JsDenied(KinitirasError):
-    """``jsa_mutate`` returned ``Allowed: false``: the request is denied with ``message``,
-    whatever the rule's failurePolicy (a decision, not an error)."""
-
-    def __init__(self, message: str) -> None:
-        self.message = message
-        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -190,12 +181,12 @@ def _denial(result: JSON, function: str) -> str | None:
 
 def mutate_ops(program: JsProgram, working: Obj, variables: Mapping[str, Any]) -> Patch:
     """Call ``jsa_mutate`` on ``working``: the RFC 6902 operations turning it into the returned
-    ``Result`` (none without one). JsDenied when it returns ``Allowed: false``; JsError when it
+    ``Result`` (none without one). RuleDenied when it returns ``Allowed: false``; JsError when it
     fails or its Result is not the same kind of object."""
     result = _call(program, variables, working)
     message = _denial(result, program.function)
     if message is not None:
-        raise JsDenied(message)
+        raise RuleDenied(message)
     new = result.get("Result") if isinstance(result, dict) else None
     if new is None:
         return []

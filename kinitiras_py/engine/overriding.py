@@ -14,18 +14,24 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kinitiras_py.base.errors import KinitirasError, RuleError
+from kinitiras_py.base.errors import KinitirasError, RuleDenied, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import jsrules, origin, patchlog
+from kinitiras_py.engine import jsrules, origin, patchlog, sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
-from kinitiras_py.engine.evaluation.cel import Bindings
+from kinitiras_py.engine.evaluation.cel import Bindings, Program
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, RuleId
 
 RuleKey = tuple[str, int]
 """(policy ref, rule index): how resolved parameters and lookup errors are keyed."""
 
 
-def _patch_ops(result: JSON, what: str) -> Patch:
+def _patch_ops(result: JSON, what: str, answers: bool = False) -> Patch:
+    if isinstance(result, dict) and answers:
+        # Rendered sidecar templates answer {"deny": reason} or {"error": reason} instead of operations.
+        if isinstance(result.get("deny"), str):
+            raise RuleDenied(result["deny"])
+        if isinstance(result.get("error"), str):
+            raise ValueError(result["error"])
     if not isinstance(result, list):
         raise ValueError(f"{what} must return a list of JSON patch operations, got {type(result).__name__}")
     for i, op in enumerate(result):
@@ -35,20 +41,22 @@ def _patch_ops(result: JSON, what: str) -> Patch:
 
 
 def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
-               bound: Bindings | None = None) -> patchlog.Draft:
+               bound: Bindings | None = None, rendered: Program | None = None) -> patchlog.Draft:
     """Apply one rule's overriders: rendered, cel, javascript, plaintext, origin. ``working`` is not
     modified.
 
     Each overrider sees the result of the previous one (kinitiras skipped plaintext when origin
     was present; we run all that are set). Returns the draft holding the result and where the
     rule changed it. ``bound``, when given, holds ``variables`` with ``working`` as the object,
-    already converted for CEL.
+    already converted for CEL. ``rendered`` stands in for ``rule.rendered`` (a sidecar template
+    read from a ConfigMap).
     """
     draft = patchlog.Draft(working)
-    for program, what in ((rule.rendered, "the rendered template"), (rule.cel, "the cel rule")):
+    for program, what, answers in ((rendered or rule.rendered, "the rendered template", True),
+                                   (rule.cel, "the cel rule", False)):
         if program is not None:
             inputs = bound if bound is not None and draft.doc is working else {**variables, "object": draft.doc}
-            draft.apply(_patch_ops(program.evaluate(inputs), what))
+            draft.apply(_patch_ops(program.evaluate(inputs), what, answers))
     if rule.javascript is not None:
         draft.apply(jsrules.mutate_ops(rule.javascript, draft.doc, variables))
     if rule.plaintext:
@@ -60,19 +68,27 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
 
 def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, variables: dict[str, Any],
            params: Mapping[RuleKey, Obj] | None = None,
-           lookup_errors: Mapping[RuleKey, str] | None = None) -> Mutation:
+           lookup_errors: Mapping[RuleKey, str] | None = None,
+           programs: Mapping[RuleKey, Program] | None = None) -> Mutation:
     """Apply every matching rule to ``obj``; return the final object and the patch.
 
     ``obj`` is not modified; the final object shares the parts no rule changed with it, so
     neither may be modified afterwards. ``variables`` carries ``oldObject`` and ``request`` for
     CEL; ``params`` the resolved value references per rule; ``lookup_errors`` the references
-    that could not be resolved.
+    that could not be resolved; ``programs`` the CEL of sidecar templates read from ConfigMaps.
+    A rule that denies (a sidecar's checks, two sidecars of one group) denies whatever its
+    failurePolicy.
     """
     params = params or {}
     lookup_errors = lookup_errors or {}
+    programs = programs or {}
+    matches = list(matches)
     working: Obj = obj
     log = patchlog.PatchLog()
     mutation = Mutation(object=working)
+    conflict = sidecars.group_conflict(matches, obj)
+    if conflict is not None:
+        return Mutation(object=obj, failure=conflict)
     # The working object converted for CEL, shared by rules without parameters until one changes it:
     # rules that find nothing to do (most of them on UPDATE) then skip the conversion.
     bound: Bindings | None = None
@@ -87,9 +103,10 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
             if not own and bound is None:
                 bound = Bindings({**variables, "object": working, "params": {}})
             try:
-                trial = apply_rule(working, rule, policy, {**variables, "params": own or {}}, None if own else bound)
-            except jsrules.JsDenied as e:
-                reason, denied = e.message, True
+                trial = apply_rule(working, rule, policy, {**variables, "params": own or {}}, None if own else bound,
+                                   programs.get(key))
+            except RuleDenied as e:
+                reason, denied = e.reason, True
             except RuleError as e:
                 reason = e.reason
             except (KinitirasError, ValueError, TypeError, KeyError, IndexError) as e:
@@ -97,7 +114,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
         pid = PolicyId.of(policy)
         mutation.timings[pid] = mutation.timings.get(pid, 0.0) + time.perf_counter() - started
         if reason is not None:
-            # A denial by jsa_mutate is a decision, not an error: the failurePolicy does not apply.
+            # A denial (a sidecar check, jsa_mutate) is a decision, not an error: the failurePolicy does not apply.
             failure = RuleFailure(pid, rule.index, reason, ignored=rule.failure_policy == "Ignore" and not denied)
             if failure.ignored:
                 mutation.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")

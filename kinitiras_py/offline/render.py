@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from collections.abc import Sequence
 
+from kinitiras_py.admission import sidecars as sidecar_templates
+from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import Obj, Patch
+from kinitiras_py.engine import sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.offline.loader import InputError
+from kinitiras_py.offline.static import StaticStore
 
 
 def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
@@ -18,6 +25,9 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
             (rule.get("overriders") or {}, f"/spec/{field}/{index}/overriders")
         if holder.get("renderedCel") != source:
             ops.append({"op": "add", "path": f"{pointer}/renderedCel", "value": source})
+    for index in sidecars.kept_in_configmaps(compiled):
+        if "renderedCel" in (doc["spec"][field][index].get("overriders") or {}):
+            ops.append({"op": "remove", "path": f"/spec/{field}/{index}/overriders/renderedCel"})
     return ops
 
 
@@ -34,3 +44,24 @@ def rendered_sources(compiled: CompiledPolicy) -> list[tuple[str, str]]:
     field = "validateRules" if compiled.validating else "overrideRules"
     where = "" if compiled.validating else ".overriders"
     return [(f"spec.{field}[{i}]{where}.renderedCel", source) for i, source in sorted(compiled.rendered.items())]
+
+
+def configmap_sources(compiled: CompiledPolicy, context: Sequence[Obj]) -> list[tuple[str, str]]:
+    """``(field path and ConfigMap, CEL source)`` of every sidecar rule whose template is kept in a
+    ConfigMap, rendered from the ConfigMaps in ``context`` as the webhook renders them when it reads
+    one; InputError when a ConfigMap or key is not there or its template cannot be rendered."""
+    out = []
+    store = StaticStore(context)
+    for rule in compiled.rules:
+        sidecar = getattr(rule, "sidecar", None)
+        if sidecar is None or sidecar.config_map is None:
+            continue
+        where = f"spec.overrideRules[{rule.index}].overriders.template ({sidecar.source})"
+        try:
+            text = asyncio.run(sidecar_templates.template_text(sidecar, store, 1.0))
+            out.append((where, sidecars.source_for(sidecar, text)))
+        except LookupError as e:
+            raise InputError(f"{compiled.ref}: {e} in --context") from None
+        except PolicyError as e:
+            raise InputError(f"{compiled.ref}: {e}") from None
+    return out

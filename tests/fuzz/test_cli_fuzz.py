@@ -31,6 +31,10 @@ FOREIGN_TEXTS = [p.read_text() for p in sorted((DATA / "foreign").rglob("*.yaml"
 """Documents of other admission systems (PodPreset, Mesh, ModRule, JsAdmission) that convert reads."""
 RESOURCE_TEXTS = [p.read_text() for p in sorted((DATA / "cases").rglob("*.yaml"))
                   if p.name != "kinitiras-test.yaml" and "kind:" in p.read_text()][:40]
+APPMESH = DATA.parent.parent / "examples" / "appmesh"
+SIDECAR_POLICY = (APPMESH / "policy.yaml").read_text()
+SIDECAR_CONTEXT = [(APPMESH / "configmap.yaml").read_text()]
+"""A policy whose sidecar template is read from a ConfigMap, and that ConfigMap (``--context``)."""
 
 SCALARS = ["off", "on", "y", "n", "~", "null", "1", "0x1F", "0o12", "012", "1e3", "1_000", ".inf", "-.nan",
            "2024-01-01", "2024-01-01T10:00:00Z", "1:20", "'quoted'", '"dq"', "true", "a b", "é", "\\x00",
@@ -157,6 +161,19 @@ def test_apply_never_crashes(policy: bytes, resource: bytes, context: bytes, ope
         check(code, err)
         if code in (0, 1) and output == "yaml":
             assert isinstance(yaml.safe_load(out), dict)
+
+
+@given(policy=st.one_of(st.just(SIDECAR_POLICY.encode()), mutated([SIDECAR_POLICY])),
+       context=st.one_of(DOCUMENTS, mutated(SIDECAR_CONTEXT), st.just(SIDECAR_CONTEXT[0].encode())),
+       resource=st.one_of(st.just((APPMESH / "pod.yaml").read_bytes()), mutated([(APPMESH / "pod.yaml").read_text()])))
+def test_sidecar_templates_from_context_never_crash(policy: bytes, context: bytes, resource: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {name: Path(tmp) / f"{name}.yaml" for name in ("policy", "context", "resource")}
+        for name, data in (("policy", policy), ("context", context), ("resource", resource)):
+            files[name].write_bytes(data)
+        check(*run("render", "--cel", str(files["policy"]), "--context", str(files["context"]))[::2])
+        check(*run("apply", "--policy", str(files["policy"]), "--resource", str(files["resource"]),
+                   "--context", str(files["context"]))[::2])
 
 
 SUBPROCESS_INPUTS: list[Any] = [

@@ -196,3 +196,50 @@ def templates_with_odd_text(draw: st.DrawFn) -> Any:
 @given(templates_with_odd_text())
 def test_templates_with_any_text_are_accepted_or_refused_by_field(policy: Any) -> None:
     check(policy)
+
+
+# Pieces of sidecar templates: per-pod values and constants in every YAML position, control flow
+# on either, filters, and text that is not YAML.
+SIDECAR_PIECES = ["{{ labels.app }}", "{{ labels['a/b'] }}", "{{ annotations.x | default('d') }}", "{{ appPorts }}",
+                  "{{ namespace }}", "{{ name }}", "{{ generateName }}", "{{ object.spec.containers[0].name }}",
+                  "{{ valueRefs.v }}", "{{ values.c }}", "{{ values.c | upper }}", "{{ labels.app | upper }}",
+                  "{{ labels.app | tojson }}", "{% if values.c %}x{% endif %}", "{% if labels.a %}x{% endif %}",
+                  "{% for p in appPorts %}{{ p }}{% endfor %}", "{{ labels }}", "{{ object }}", "{{", "{%",
+                  "kinitirasPodValue0x", ": ", "- ", "\n", "\"", "'", "#", "&a", "*a", "!!binary", "~"]
+SIDECAR_SHAPES = ["containers:\n  - name: {n}\n    image: \"{v}\"\n",
+                  "containers: [{{name: {n}, image: x, env: [{{name: E, value: {v}}}]}}]",
+                  "initContainers: [{{name: i, image: {v}}}]\nvolumes: [{{name: {n}, emptyDir: {{}}}}]",
+                  "imagePullSecrets: [{{name: {n}}}]\nannotations: {{{n}: {v}}}",
+                  "{v}"]
+
+
+@st.composite
+def sidecar_policies(draw: st.DrawFn) -> Any:
+    """Sidecar templates assembled from pieces, with odd values, refs, labels and ConfigMap refs."""
+    text = draw(st.sampled_from(SIDECAR_SHAPES)).format(
+        n=draw(st.sampled_from(["envoy", "a b", "{{ name }}", "x" * 70, *SIDECAR_PIECES])),
+        v="".join(draw(st.lists(st.sampled_from(SIDECAR_PIECES) | TEXT, max_size=4))))
+    block: dict[str, Any] = {"values": {"c": draw(JUNK)}}
+    if draw(st.booleans()):
+        block["template"] = text
+    else:
+        block["configMapRef"] = draw(st.sampled_from([{"name": "t", "key": "k"},
+                                                      {"namespace": "n", "name": "t", "key": "k"}]))
+    if draw(st.booleans()):
+        block["valueRefs"] = {draw(st.sampled_from(["v", "a-b", ""])): {
+            "from": draw(st.sampled_from(["current", "k8s", "http", "owner", "nowhere"])), "path": draw(TEXT)}}
+    if draw(st.booleans()):
+        block["requiredLabels"] = draw(st.lists(TEXT, max_size=2))
+    if draw(st.booleans()):
+        block["group"] = draw(TEXT)
+    block["requireContainerPorts"] = draw(st.booleans())
+    template = {"type": "sidecar", "operation": draw(st.sampled_from(["add", "add", "replace"])), "sidecar": block}
+    kind = draw(st.sampled_from(["ClusterOverridePolicy", "OverridePolicy"]))
+    return {"apiVersion": policies.API_VERSION, "kind": kind,
+            "metadata": {"name": draw(st.sampled_from(["p", "x" * 253])), "namespace": "default"},
+            "spec": {"overrideRules": [{"overriders": {"template": template}}]}}
+
+
+@given(sidecar_policies())
+def test_sidecar_templates_are_accepted_or_refused_by_field(policy: Any) -> None:
+    check(policy)

@@ -18,7 +18,7 @@ from kinitiras_py.engine import fieldpath
 from kinitiras_py.engine.evaluation.quantity import Quantity
 from kinitiras_py.engine.rendering.environment import make_environment
 
-OVERRIDE_TYPES = ("annotations", "labels", "resources", "resourcesOversell", "tolerations", "affinity")
+OVERRIDE_TYPES = ("annotations", "labels", "resources", "resourcesOversell", "tolerations", "affinity", "sidecar")
 OPERATIONS = ("add", "replace", "remove")
 CONDITIONS = ("Equal", "NotEqual", "Exist", "NotExist", "In", "NotIn", "Gt", "Gte", "Lt", "Lte", "Regex")
 _FACTORS = {"cpuFactor": ("cpu", "0.001"), "memoryFactor": ("memory", "1"), "diskFactor": ("ephemeral-storage", "1")}
@@ -50,6 +50,9 @@ def render_override(template: Obj, path: str) -> str:
     if operation not in OPERATIONS:
         raise PolicyError(f"{path}.operation", f"must be one of add, replace, remove; got {operation!r}")
     names = template.get("containerNames") or []
+    if kind == "sidecar":
+        # Its CEL names the policy (the marker annotation): engine.sidecars renders it with the policy.
+        raise PolicyError(path, "a sidecar template is rendered with its policy (engine.sidecars)")
     if kind in ("annotations", "labels"):
         return _render_metadata(template, str(kind), str(operation), path)
     if kind == "resources":

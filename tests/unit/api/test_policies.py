@@ -69,7 +69,7 @@ def test_there_is_one_example_per_kinitiras_shape_plus_ours() -> None:
         "templates/validate-multi.yaml",
         "extended/cop-http-secret.yaml", "extended/override-cel-origin.yaml",
         "extended/validate-warn-cel.yaml", "extended/override-javascript.yaml",
-        "extended/validate-javascript.yaml",
+        "extended/validate-javascript.yaml", "extended/override-sidecar.yaml",
     }
 
 
@@ -182,7 +182,7 @@ EXPECTED_INVALID = {
     "bad-template-type.yaml": [
         ("spec.overrideRules[1].overriders.template.type",
          'unsupported value "annotation": must be one of annotations, labels, resources, '
-         "resourcesOversell, tolerations, affinity")],
+         "resourcesOversell, tolerations, affinity, sidecar")],
     "bad-validation-actions.yaml": [
         ("spec.validateRules[0].validationActions[1]",
          'unsupported value "Block": must be one of Deny, Warn, Audit')],
