@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import overriding, validating
+from kinitiras_py.engine import conditions, overriding, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation.cel import Bindings, runs_long
 from kinitiras_py.engine.results import Mutation, Verdict
@@ -85,19 +85,51 @@ class Pipeline:
         except (LookupError, TimeoutError):
             return None
 
+    async def _conditioned(self, matches: list[tuple[CompiledPolicy, Any]], variables: dict[str, Any]
+                           ) -> tuple[list[tuple[CompiledPolicy, Any]], dict[tuple[str, int], str]]:
+        """The matches whose policies' matchConditions hold, and the rules whose conditions failed."""
+        if not conditions.needed(matches):
+            return matches, {}
+        return conditions.apply(matches, Bindings({**variables, "params": {}}))
+
     async def mutate(self, request: Request) -> Mutation:
-        """Apply the override policies. DELETE and CONNECT change nothing (there is no object to keep)."""
+        """Apply the override policies, tier by tier (``executionTier``): each tier is matched and
+        applied against the object the tiers before it produced. DELETE and CONNECT change nothing
+        (there is no object to keep)."""
         if request.operation in ("DELETE", "CONNECT"):
             return Mutation(object=request.object)
-        matches = list(self.overrides.matching(request.object, request.operation, request.namespace))
-        params, errors = await self._params(matches, request.object)
+        tiers = self.overrides.tiers()
+        if len(tiers) <= 1:
+            return await self._mutate_tier(request, request.object, None)
+        total = Mutation(object=request.object)
+        for tier in tiers:
+            one = await self._mutate_tier(request, total.object, tier)
+            total.warnings += one.warnings
+            total.ignored += one.ignored
+            for pid, seconds in one.timings.items():
+                total.timings[pid] = total.timings.get(pid, 0.0) + seconds
+            if one.failure is not None:
+                return Mutation(object=request.object, failure=one.failure, warnings=total.warnings,
+                                ignored=total.ignored, timings=total.timings)
+            # Each tier's patch applies to the previous tier's result: in sequence, they are one patch.
+            total.object, total.patch, total.applied = one.object, total.patch + one.patch, total.applied + one.applied
+        return total
+
+    async def _mutate_tier(self, request: Request, obj: Obj, tier: int | None) -> Mutation:
+        matches = [m for m in self.overrides.matching(obj, request.operation, request.namespace)
+                   if tier is None or m[0].tier == tier]
         if not matches:
-            return Mutation(object=request.object)
-        variables = await self._variables(request, request.object)
-        if runs_long((p for _, rule in matches for p in (rule.rendered, rule.cel)), request.object):
+            return Mutation(object=obj)
+        variables = await self._variables(request, obj)
+        matches, failed = await self._conditioned(matches, variables)
+        if not matches:
+            return Mutation(object=obj)
+        params, errors = await self._params(matches, obj)
+        errors.update(failed)
+        if runs_long((p for _, rule in matches for p in (rule.rendered, rule.cel)), obj):
             # Off the event loop: it serves probes and keeps the deadline whenever our functions run.
-            return await asyncio.to_thread(overriding.mutate, matches, request.object, variables, params, errors)
-        return overriding.mutate(matches, request.object, variables, params, errors)
+            return await asyncio.to_thread(overriding.mutate, matches, obj, variables, params, errors)
+        return overriding.mutate(matches, obj, variables, params, errors)
 
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
         """Apply the validate policies to ``obj`` (default: the request's object)."""
@@ -107,12 +139,15 @@ class Pipeline:
         if not matches:
             return Verdict()
         variables = await self._variables(request, obj)
+        matches, failed = await self._conditioned(matches, variables)
         shared = Bindings({**variables, "params": {}})
         verdict = Verdict()
         # Rule by rule, so the references of rules after a denial are never fetched (no needless
         # HTTP calls or lookups for a request that is refused anyway).
         for match in matches:
             params, errors = await self._params([match], obj)
+            if (key := (match[0].ref, match[1].index)) in failed:
+                errors[key] = failed[key]
             if runs_long((match[1].rendered, match[1].cel), obj):
                 one = await asyncio.to_thread(validating.validate, [match], variables, params, errors, shared)
             else:

@@ -45,7 +45,7 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
             continue
         if holder.get("renderedCel") != source:
             ops.append({"op": "add", "path": f"{pointer}/renderedCel", "value": source})
-    return ops
+    return ops + compiled.rendered_field_ops(doc)
 
 
 def admit_policy(request: Request) -> PolicyAdmission:

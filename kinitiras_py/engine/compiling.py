@@ -29,6 +29,7 @@ from kinitiras_py.engine.compiled import (
     normalise_operations,
 )
 from kinitiras_py.engine.evaluation import cel
+from kinitiras_py.engine.kubemod import criteria, fanout
 from kinitiras_py.engine.rendering import render
 
 CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
@@ -42,6 +43,7 @@ _LIST_CONDS = ("In", "NotIn")
 # The static result types a `cel` rule may have (cel-expr-python type names).
 _OVERRIDE_RESULTS = ("LIST", "DYN")
 _VALIDATE_RESULTS = ("BOOL", "MAP", "DYN")
+_CONDITION_RESULTS = ("BOOL", "DYN")
 
 
 def compile_policy(obj: Obj) -> CompiledPolicy:
@@ -74,15 +76,38 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
             if built[1] is not None:
                 # One string per distinct rendered text: many policies render the same template alike.
                 rendered[i] = sys.intern(built[1])
+    conditions = checker.run(_match_conditions, checker, _list(spec.get("matchConditions")))
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:
         raise PolicyErrors(errors, ref)
+    tier = spec.get("executionTier") if not validating else 0
     return CompiledPolicy(
         kind=kind, name=str(meta.get("name", "")), namespace=namespace,
         uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 0),
         selectors=list(spec.get("resourceSelectors") or []), rules=tuple(rules), rendered=rendered,
-        warnings=tuple(checker.warnings),
+        warnings=tuple(checker.warnings), conditions=conditions,
+        tier=tier if isinstance(tier, int) and not isinstance(tier, bool) else 0,
+        rendered_fields=tuple(checker.rendered_fields),
     )
+
+
+def _match_conditions(checker: _Checker, conditions: list[Any]) -> cel.Program | None:
+    """``spec.matchConditions`` as one program; its source goes to ``renderedMatchConditions``."""
+    path = "spec.matchConditions"
+    errors: list[PolicyError] = []
+    for i, condition in enumerate(conditions):
+        if isinstance(condition, dict) and isinstance(condition.get("expression"), str):
+            checker.collect(errors, _user_cel, condition["expression"], f"{path}[{i}].expression",
+                            _CONDITION_RESULTS, "a match condition must return a bool")
+    source, problems = criteria.render([c for c in conditions if isinstance(c, dict)], path)
+    errors += problems
+    if errors:
+        raise PolicyErrors(errors)
+    if source is None:
+        return None
+    program = _compile_cel(source, path)
+    checker.rendered_fields.append(("/spec/renderedMatchConditions", sys.intern(source)))
+    return program
 
 
 class _Checker:
@@ -97,6 +122,8 @@ class _Checker:
         self.tolerant = tolerant
         self.errors: list[PolicyError] = []
         self.warnings: list[str] = []
+        self.rendered_fields: list[tuple[str, str]] = []
+        """Rendered CEL other than the rules' renderedCel: (JSON pointer, source)."""
 
     def warn(self, path: str, message: str) -> None:
         """Record a warning naming the policy and the field."""
@@ -241,6 +268,16 @@ def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
             errors += _constant_override(custom, f"{opath}.cel")
     plaintext = _list(over.get("plaintext"))
     errors += _check_plaintext(plaintext, f"{opath}.plaintext")
+    fanned: dict[int, tuple[cel.Program, int]] = {}
+    for j, op in enumerate(plaintext):
+        if isinstance(op, dict) and (op.get("select") is not None or op.get("valueTemplate") is not None):
+            where = f"{opath}.plaintext[{j}]"
+            made = checker.collect(errors, fanout.render, op, where)
+            program = made and checker.collect(errors, _compile_cel, made.source, where)
+            if made is not None and program is not None:
+                fanned[j] = (program, made.depth)
+                checker.rendered_fields.append(
+                    (f"/spec/overrideRules/{index}/overriders/plaintext/{j}/renderedCel", sys.intern(made.source)))
     entries = _list(over.get("origin"))
     errors += origin.validate_origin(entries, f"{opath}.origin")
     if not (template or over.get("cel") or plaintext or entries or over.get("cue")):
@@ -250,7 +287,8 @@ def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
     return OverrideRule(
         index=index, operations=normalise_operations(rule.get("targetOperations")),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cel=custom,
-        plaintext=plaintext, origin=entries, refs=refs,
+        plaintext=plaintext, origin=entries, refs=refs, fanout=fanned,
+        last_applied=rule.get("patchLastApplied") is True,
     ), source
 
 
@@ -321,8 +359,8 @@ def _check_plaintext(ops: list[Any], path: str) -> list[PolicyError]:
         target = op.get("path")
         if not isinstance(target, str) or (target and not target.startswith("/")):
             errors.append(PolicyError(f"{path}[{i}].path", f"must be a JSON pointer starting with '/'; got {target!r}"))
-        if op.get("op") in ("add", "replace") and "value" not in op:
-            errors.append(PolicyError(f"{path}[{i}].value", f"op {op.get('op')} needs a value"))
+        if op.get("op") in ("add", "replace") and "value" not in op and op.get("valueTemplate") is None:
+            errors.append(PolicyError(f"{path}[{i}].value", f"op {op.get('op')} needs a value (or a valueTemplate)"))
     return errors
 
 
@@ -349,6 +387,12 @@ def _condition_semantics(cond: Obj, path: str) -> list[PolicyError]:
         elif constant is not None and not _numeric(constant):
             errors.append(PolicyError(f"{path}.value", f"valueProcess needs a number, got {constant!r}"))
     return errors
+
+
+def _reject_source(text: str, path: str) -> str:
+    """CEL refusing the request with the rendered ``text`` as the reason."""
+    message = fanout.with_scope(fanout.template_cel(text, path), "null", ())
+    return f'{{"valid": false, "reason": {message}}}'
 
 
 def _numeric(value: JSON) -> bool:
@@ -393,8 +437,18 @@ def _validate_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
     if rule.get("cel"):
         custom = checker.collect(errors, _user_cel, rule["cel"], f"{path}.cel", _VALIDATE_RESULTS,
                                  "a validate rule must return a bool or a map {valid, reason}")
-    if not (template or rule.get("cel") or rule.get("cue")):
-        errors.append(PolicyError(path, "no check: set template or cel"))
+    reject = rule.get("messageTemplate")
+    if isinstance(reject, str) and not (template or rule.get("cel") or rule.get("cue")):
+        # A refusal of everything the policy applies to: its matchConditions do the checking.
+        source = checker.collect(errors, _reject_source, reject, f"{path}.messageTemplate")
+        if source is not None:
+            rendered = checker.collect(errors, _compile_cel, source, f"{path}.messageTemplate")
+    elif reject is not None:
+        errors.append(PolicyError(f"{path}.messageTemplate", "only for a rule with neither template nor cel "
+                                  "(use message, or return {valid, reason} from cel)"))
+    if not (template or rule.get("cel") or rule.get("cue") or reject is not None):
+        errors.append(PolicyError(path, "no check: set template or cel (or messageTemplate alone, to "
+                                        "refuse whatever the policy's matchConditions select)"))
     actions = _list(rule.get("validationActions")) or ["Deny"]
     if "Deny" in actions and "Warn" in actions:
         errors.append(PolicyError(f"{path}.validationActions", "Deny and Warn together make no sense: pick one"))

@@ -9,7 +9,8 @@ from kinitiras_py.engine.compiled import CompiledPolicy
 
 
 def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
-    """JSON patch ops setting ``renderedCel`` of every templated rule; none when already current."""
+    """JSON patch ops setting ``renderedCel`` of every templated rule, and the other rendered fields
+    (``renderedMatchConditions``, fanned-out plaintext operations); none when already current."""
     field = "validateRules" if compiled.validating else "overrideRules"
     ops: Patch = []
     for index, source in sorted(compiled.rendered.items()):
@@ -18,7 +19,7 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
             (rule.get("overriders") or {}, f"/spec/{field}/{index}/overriders")
         if holder.get("renderedCel") != source:
             ops.append({"op": "add", "path": f"{pointer}/renderedCel", "value": source})
-    return ops
+    return ops + compiled.rendered_field_ops(doc)
 
 
 def with_rendered(doc: Obj, compiled: CompiledPolicy) -> Obj:
@@ -33,4 +34,13 @@ def rendered_sources(compiled: CompiledPolicy) -> list[tuple[str, str]]:
     """``(field path, CEL source)`` of every templated rule, in rule order."""
     field = "validateRules" if compiled.validating else "overrideRules"
     where = "" if compiled.validating else ".overriders"
-    return [(f"spec.{field}[{i}]{where}.renderedCel", source) for i, source in sorted(compiled.rendered.items())]
+    found = [(f"spec.{field}[{i}]{where}.renderedCel", source) for i, source in sorted(compiled.rendered.items())]
+    return found + [(_field_path(pointer), source) for pointer, source in compiled.rendered_fields]
+
+
+def _field_path(pointer: str) -> str:
+    """``/spec/overrideRules/0/overriders/plaintext/1/renderedCel`` as ``spec.overrideRules[0]...``."""
+    out = ""
+    for token in pointer.split("/")[1:]:
+        out += f"[{token}]" if token.isdigit() else f".{token}" if out else token
+    return out
