@@ -38,8 +38,8 @@ Kinitiras helpers
     the object in CEL and never pass it (or a container) to one of them.
 
 KubeMod helpers
-    ``kubemod.printed``, ``template.text``, ``yaml.decode`` and ``regexReplaceAll``, for rules
-    brought from KubeMod (:mod:`.kubemodlib`).
+    ``kubemod.printed``, ``template.text``, ``template.goText``, ``template.goQuote``,
+    ``yaml.decode`` and ``regexReplaceAll``, for rules brought from KubeMod (:mod:`.kubemodlib`).
 
 Regular expressions in ``find``/``findAll`` are Python's ``re`` (Kubernetes uses Go's RE2, as the
 built-in ``matches`` does here): the common syntax agrees, but ``re`` also accepts
@@ -345,6 +345,8 @@ _KUBEMOD = (
     _fn("kubemod.printed", *(Overload(f"kubemod_printed_{kind}", (kind,), "string", kubemodlib.go_printed)
                               for kind in ("int", "double", "bool"))),
     _helper("template.text", kubemodlib.template_text, ("any",), "string"),
+    _helper("template.goText", kubemodlib.go_text, ("any",), "string"),
+    _helper("template.goQuote", kubemodlib.go_quote, ("any",), "string"),
     _helper("yaml.decode", kubemodlib.yaml_decode, ("string",)),
     _helper("regexReplaceAll", kubemodlib.regex_replace_all, ("string", "string", "string"), "string"),
 )

@@ -9,6 +9,8 @@ All take and return small values: a scalar, the text of one rendered value, one 
 * ``template.text(x)``: how a ``{{ }}`` placeholder of a value template writes ``x``: a string
   as it is, other scalars as CEL's ``string()`` writes them, ``null`` as nothing, lists and maps
   as JSON (which YAML reads back as the same value).
+* ``template.goText(x)`` and ``template.goQuote(x)``: Go's text/template printing and Sprig's
+  ``quote``, for templates converted from KubeMod.
 * ``yaml.decode(text)``: the value a rendered template's text denotes, read as YAML 1.1 as
   KubeMod reads it (``'8080'`` is a number, ``'"8080"'`` a string, ``'true'`` a boolean).
 * ``regexReplaceAll(regex, s, replacement)``: Sprig's function: every match of ``regex`` in
@@ -146,3 +148,43 @@ def regex_replace_all(pattern: str, text: str, replacement: str) -> str:
 
     return compiled.sub(expand, text)
 
+
+
+def go_text(value: JSON) -> str:
+    """How Go's text/template prints a JSON-decoded value: ``<no value>`` for null, numbers as
+    float64 ``%v``, ``map[k:v ...]`` (keys sorted) and ``[a b]`` for maps and lists."""
+    if value is None:
+        return "<no value>"
+    return _go_value(value)
+
+
+def _go_value(value: JSON) -> str:
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_value(value[k])}" for k in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(_go_value(v) for v in value) + "]"
+    return go_printed(value)
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+               "\\": "\\\\", '"': '\\"'}
+
+
+def go_quote(value: JSON) -> str:
+    """Sprig's ``quote`` of one value: Go's ``%q`` of its printed form (nothing for null)."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else _go_value(value)
+    out = []
+    for ch in text:
+        if ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable() or ch == " ":
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) <= 0xFFFF:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return '"' + "".join(out) + '"'
