@@ -81,7 +81,7 @@ def _conditions(spec: Obj, cluster: bool, report: _Report) -> list[Obj]:
                 report.add(f"{field}.{key}", "unknown field")
         select = item.get("select")
         try:
-            syntax.parse(select)
+            syntax.parse(select)  # type: ignore[arg-type]  # parse reports a non-string
         except syntax.SelectError as e:
             report.add(f"{field}.select", f"invalid select: {e}")
             continue
@@ -130,7 +130,7 @@ def _patch_op(op: Any, field: str, report: _Report) -> Obj | None:
 
 def convert_modrule(doc: Obj, source: str, _all: Sequence[Obj]) -> Conversion:
     """Our policy for one ModRule, or the problems that keep it from being converted exactly."""
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    meta: Obj = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "default")
     report = _Report(source, f"{namespace}/{name}")
@@ -138,7 +138,7 @@ def convert_modrule(doc: Obj, source: str, _all: Sequence[Obj]) -> Conversion:
         report.add("apiVersion", f"only {GROUP}/{VERSION} is known")
     if not name:
         report.add("metadata.name", "required")
-    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    spec: Obj = doc["spec"] if isinstance(doc.get("spec"), dict) else {}
     for key in spec:
         if key not in SPEC_FIELDS:
             report.add(f"spec.{key}", "unknown field")
