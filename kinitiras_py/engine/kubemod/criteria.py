@@ -33,7 +33,7 @@ PRINTED_TYPES = "[int, double, bool]"
 def _printed(v: str) -> str:
     """CEL for the printed form of ``v``: a string, or null for a list or map."""
     return (f"(type({v}) == string ? dyn({v}) : type({v}) in {PRINTED_TYPES} ? dyn(kubemod.printed({v})) "
-            f": type({v}) == null_type ? dyn(\"<nil>\") : type({v}) == uint ? dyn(string({v})) : dyn(null))")
+            f": type({v}) == null_type ? dyn(\"<nil>\") : dyn(null))")
 
 
 def _passes(condition: Obj, v: str, compiler: Compiler) -> str:

@@ -49,7 +49,7 @@ from kinitiras_py.engine.kubemod.syntax import (
 )
 from kinitiras_py.engine.rendering.environment import cel_literal, cel_string
 
-DESCENT_DEPTH = 6
+DESCENT_DEPTH = 5
 """Levels below its starting point that ``..`` visits."""
 NUMBER_TYPES = "[int, uint, double]"
 
