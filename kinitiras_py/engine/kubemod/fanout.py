@@ -138,6 +138,10 @@ def _token(key: JSON) -> str:
     raise ValueError(f"a select's key part must be an index or a key, got {key!r}")
 
 
+def _order(key: JSON) -> tuple[int, int, str]:
+    return (0, key, "") if isinstance(key, int) and not isinstance(key, bool) else (1, 0, str(key))
+
+
 def _placed(path: str, keys: list[JSON]) -> str:
     return PLACEHOLDER.sub(lambda m: _token(keys[int(m.group(1))]), path)
 
@@ -151,11 +155,13 @@ def operations(result: JSON, op: Obj, depth: int) -> Patch:
     entries = result if isinstance(result, list) else [result]
     for _ in range(depth):
         entries = [e for level in entries if isinstance(level, list) for e in level]
+    if not all(isinstance(entry, dict) for entry in entries):
+        raise ValueError(f"the select program returned {entries!r}, not entries")
+    # CEL iterates a map in an order of its own; sorted key parts make the patch the same every time.
+    entries = sorted(entries, key=lambda e: [_order(k) for k in e.get("k") or []])
     ops: Patch = []
     target = str(op.get("path") or "")
     for entry in entries:
-        if not isinstance(entry, dict):
-            raise ValueError(f"the select program returned {entry!r}, not an entry")
         keys = entry.get("k") or []
         path = _placed(target, keys) if op.get("select") else target
         made: Obj = {"op": op.get("op"), "path": path}
