@@ -6,7 +6,9 @@
   patches kubectl's last-applied-configuration too) and ``executionTier`` kept.
 * ``type: Reject`` becomes a ValidatePolicy (ClusterValidatePolicy) whose one rule refuses what
   its matchConditions select, with ``rejectMessage`` as its ``messageTemplate``.
-* ``match`` becomes ``matchConditions`` as written (the criteria have KubeMod's semantics).
+* ``match`` becomes ``matchConditions`` as written (the criteria have KubeMod's semantics); a
+  ``$.kind`` criterion also gives ``resourceSelectors`` by kind, so the policy is only considered
+  (and the webhook only registered) for those kinds.
 * ``admissionOperations`` becomes ``targetOperations`` (default CREATE and UPDATE, as KubeMod).
 * In ``kubemod-system``, ``targetNamespaceRegex`` becomes a condition on the request's namespace
   (Go's unanchored match); without one the rule applies to cluster-scoped objects only.
@@ -93,6 +95,19 @@ def _conditions(spec: Obj, cluster: bool, report: _Report) -> list[Obj]:
     return conditions
 
 
+def _selectors(conditions: list[Obj]) -> list[Obj]:
+    """Selectors by kind from a ``$.kind`` criterion (the criterion stays: selectors only make the
+    policy a candidate for fewer objects, and let the webhook register for those kinds alone)."""
+    for condition in conditions:
+        if str(condition.get("select", "")).replace(" ", "") != "$.kind" or condition.get("negate"):
+            continue
+        if condition.get("matchValue") is not None:
+            return [{"apiVersion": "*", "kind": str(condition["matchValue"])}]
+        if condition.get("matchValues") and condition.get("matchFor", "Any") == "Any":
+            return [{"apiVersion": "*", "kind": str(kind)} for kind in condition["matchValues"]]
+    return []
+
+
 def _patch_op(op: Any, field: str, report: _Report) -> Obj | None:
     if not isinstance(op, dict):
         report.add(field, "must be an object")
@@ -162,6 +177,7 @@ def convert_modrule(doc: Obj, source: str, _all: Sequence[Obj]) -> Conversion:
             report.add("spec.patch", "a Patch ModRule needs at least one operation")
         policy["kind"] = "ClusterOverridePolicy" if cluster else "OverridePolicy"
         policy["spec"] = {
+            "resourceSelectors": _selectors(conditions),
             "matchConditions": conditions,
             "executionTier": spec.get("executionTier") or 0,
             "overrideRules": [{"targetOperations": list(operations), "patchLastApplied": True,
@@ -174,7 +190,7 @@ def convert_modrule(doc: Obj, source: str, _all: Sequence[Obj]) -> Conversion:
         text = (_template(message, "spec.rejectMessage", report) if isinstance(message, str)
                 else f"rejected by ModRule {namespace}/{name}")
         policy["kind"] = "ClusterValidatePolicy" if cluster else "ValidatePolicy"
-        policy["spec"] = {"matchConditions": conditions,
+        policy["spec"] = {"resourceSelectors": _selectors(conditions), "matchConditions": conditions,
                           "validateRules": [{"targetOperations": list(operations), "messageTemplate": text or ""}]}
         if spec.get("executionTier"):
             report.add("spec.executionTier", "tiers order patches; a Reject ModRule has no patch to order "
