@@ -163,3 +163,30 @@ def test_render_and_test_accept_modrules(sample: str) -> None:
     rendered = list(yaml.safe_load_all(out))
     assert all(doc["apiVersion"] == "policy.kcloudlabs.io/v1alpha1" for doc in rendered)
     assert all(doc["spec"]["renderedMatchConditions"] for doc in rendered)
+
+
+NATIVE = Path(__file__).resolve().parents[1] / "data" / "examples" / "kubemod"
+
+
+@pytest.mark.parametrize(("native", "modrule", "resource", "context"), [
+    ("sidecar-injection.yaml", "sidecar-injection.yaml", deployment({"tracing/inject": "true"}), []),
+    ("tiers.yaml", "tiers.yaml", deployment(), []),
+    ("namespace-label.yaml", "namespace-label.yaml",
+     {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop", "labels": {}},
+      "spec": {"containers": []}},
+     [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": {"color": "blue",
+                                                                                        "flavor": "mint"}}}]),
+])
+def test_native_examples_do_what_the_modrules_do(tmp_path: Path, native: str, modrule: str,
+                                                  resource: dict[str, Any], context: list[dict[str, Any]]) -> None:
+    expected = apply_both(tmp_path, modrule, resource, *context)[1]
+    (tmp_path / "native-resource.yaml").write_text(yaml.safe_dump(resource))
+    extra = []
+    for i, doc in enumerate(context):
+        (tmp_path / f"native-context-{i}.yaml").write_text(yaml.safe_dump(doc))
+        extra += ["--context", str(tmp_path / f"native-context-{i}.yaml")]
+    code, out, err = run("apply", "--policy", str(NATIVE / native), "--resource",
+                         str(tmp_path / "native-resource.yaml"), *extra, "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["object"]["spec"] == expected["object"]["spec"]
+    assert json.loads(out)["object"]["metadata"]["labels"] == expected["object"]["metadata"]["labels"]
