@@ -133,6 +133,7 @@ def test_label_from_the_namespace(tmp_path: Path) -> None:
     blue = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop",
                                                                  "labels": {"color": "blue", "flavor": "mint"}}}
     code, result = apply_both(tmp_path, "namespace-label.yaml", pod, blue)
+    assert code == 0
     assert result["patch"] == [{"op": "add", "path": "/metadata/labels", "value": {"flavor": "mint"}}]
     red = {**blue, "metadata": {"name": "shop", "labels": {"color": "red", "flavor": "mint"}}}
     assert apply_both(tmp_path, "namespace-label.yaml", pod, red)[1]["patch"] == []
@@ -143,13 +144,19 @@ def test_tiers(tmp_path: Path) -> None:
     spec = result["object"]["spec"]["template"]["spec"]
     assert spec["containers"][1]["image"] == "registry.example.org/library/busybox:1"
     assert spec["imagePullSecrets"] == [{"name": "registry-example"}]
-    # Images already in the registry get the secret without tier 1.
+    # Images from neither Docker Hub nor the registry: neither tier applies.
     code, result = apply_both(tmp_path, "tiers.yaml", deployment(containers=[{"name": "a", "image": "nginx"}]))
-    assert result["patch"] == []
+    assert code == 0 and result["patch"] == []
+    # Images already in the registry get the secret from tier 2 alone.
+    code, result = apply_both(tmp_path, "tiers.yaml",
+                              deployment(containers=[{"name": "a", "image": "registry.example.org/a:1"}]))
+    assert result["patch"] == [{"op": "add", "path": "/spec/template/spec/imagePullSecrets",
+                                "value": [{"name": "registry-example"}]}]
 
 
 def test_fan_out_over_containers_and_ports(tmp_path: Path) -> None:
     code, result = apply_both(tmp_path, "container-ports.yaml", deployment())
+    assert code == 0
     nginx, helper = containers(result)
     assert nginx["ports"] == [{"containerPort": 8080}, {"containerPort": 443}]
     assert nginx["securityContext"] == helper["securityContext"] == {"runAsNonRoot": True,
