@@ -99,10 +99,16 @@ def _match_conditions(checker: _Checker, conditions: list[Any]) -> cel.Program |
         if isinstance(condition, dict) and isinstance(condition.get("expression"), str):
             checker.collect(errors, _user_cel, condition["expression"], f"{path}[{i}].expression",
                             _CONDITION_RESULTS, "a match condition must return a bool")
-    source, problems = criteria.render([c for c in conditions if isinstance(c, dict)], path)
-    errors += problems
+        elif isinstance(condition, dict) and isinstance(condition.get("select"), str):
+            # Alone first, so that a select whose CEL costs too much is refused at its own field.
+            source = checker.collect(errors, criteria.criterion, condition, f"{path}[{i}]")
+            if source is not None:
+                checker.collect(errors, _compile_cel, source, f"{path}[{i}].select")
     if errors:
         raise PolicyErrors(errors)
+    source, problems = criteria.render([c for c in conditions if isinstance(c, dict)], path)
+    if problems:
+        raise PolicyErrors(problems)
     if source is None:
         return None
     program = _compile_cel(source, path)

@@ -101,8 +101,8 @@ def test_a_reject_rule() -> None:
     assert policy["kind"] == "ValidatePolicy"
     assert policy["spec"]["resourceSelectors"] == [{"apiVersion": "*", "kind": "Deployment"},
                                                    {"apiVersion": "*", "kind": "StatefulSet"}]
-    assert policy["spec"]["validateRules"] == [{"targetOperations": ["CREATE", "UPDATE"], "messageTemplate":
-                                                'no {{ template.goText(dyn(target["metadata"][?"name"].orValue(null))) }}'}]
+    message = 'no {{ template.goText(dyn(target["metadata"][?"name"].orValue(null))) }}'
+    assert policy["spec"]["validateRules"] == [{"targetOperations": ["CREATE", "UPDATE"], "messageTemplate": message}]
     default = convert(modrule({"type": "Reject", "match": []}, namespace="kubemod-system"))
     assert default["kind"] == "ClusterValidatePolicy"
     assert default["spec"]["validateRules"][0]["messageTemplate"] == "rejected by ModRule kubemod-system/r"
