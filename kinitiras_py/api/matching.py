@@ -31,8 +31,9 @@ class MatchCondition(Model):
     match_values: list[str] = prop("A selected value must equal one of these.", factory=list)
     match_regex: str | None = prop("A selected value must match this RE2 regular expression "
                                    "(unanchored).")
-    match_for: Annotated[str, OneOf(MATCH_FOR)] = prop("Any: one selected value must pass; All: every "
-                                                       "one, and at least one.", default="Any")
+    match_for: Annotated[str, OneOf(MATCH_FOR)] = prop("Any (the default): one selected value must pass; "
+                                                       "All: every one, and at least one.",
+                                                       factory=lambda: "Any")
     negate: bool = prop("Invert the outcome.", factory=bool)
 
     def problems(self) -> Iterator[tuple[str, str]]:
@@ -40,6 +41,7 @@ class MatchCondition(Model):
         if (self.expression is None) == (self.select is None):
             yield "expression", "set exactly one of expression (CEL) and select (a KubeMod criterion)"
         elif self.expression is not None:
+            # matchFor Any and negate false are the defaults: harmless, whoever wrote them.
             for name in ("matchValue", "matchValues", "matchRegex", "matchFor", "negate"):
-                if name in self.raw:
+                if self.raw.get(name) not in (None, "Any", False, []):
                     yield name, "only for a select; an expression says it all"
