@@ -177,7 +177,7 @@ NATIVE = Path(__file__).resolve().parents[1] / "data" / "examples" / "kubemod"
 
 @pytest.mark.parametrize(("native", "modrule", "resource", "context"), [
     ("sidecar-injection.yaml", "sidecar-injection.yaml", deployment({"tracing/inject": "true"}), []),
-    ("tiers.yaml", "tiers.yaml", deployment(), []),
+    ("tiers-*.yaml", "tiers.yaml", deployment(), []),
     ("namespace-label.yaml", "namespace-label.yaml",
      {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop", "labels": {}},
       "spec": {"containers": []}},
@@ -192,7 +192,8 @@ def test_native_examples_do_what_the_modrules_do(tmp_path: Path, native: str, mo
     for i, doc in enumerate(context):
         (tmp_path / f"native-context-{i}.yaml").write_text(yaml.safe_dump(doc))
         extra += ["--context", str(tmp_path / f"native-context-{i}.yaml")]
-    code, out, err = run("apply", "--policy", str(NATIVE / native), "--resource",
+    policies = [arg for path in sorted(NATIVE.glob(native)) for arg in ("--policy", str(path))]
+    code, out, err = run("apply", *policies, "--resource",
                          str(tmp_path / "native-resource.yaml"), *extra, "-o", "json")
     assert code == 0, err
     assert json.loads(out)["object"]["spec"] == expected["object"]["spec"]

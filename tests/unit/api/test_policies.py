@@ -69,6 +69,9 @@ def test_there_is_one_example_per_kinitiras_shape_plus_ours() -> None:
         "templates/validate-multi.yaml",
         "extended/cop-http-secret.yaml", "extended/override-cel-origin.yaml",
         "extended/validate-warn-cel.yaml",
+        "kubemod/sidecar-injection.yaml", "kubemod/container-ports.yaml", "kubemod/namespace-label.yaml",
+        "kubemod/reject-external-ips.yaml", "kubemod/tiers-1-private-registry.yaml",
+        "kubemod/tiers-2-pull-secret.yaml",
     }
 
 
