@@ -85,12 +85,42 @@ class Pipeline:
         except (LookupError, TimeoutError):
             return None
 
+    async def _policy_params(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj
+                             ) -> tuple[dict[str, dict[str, JSON]], dict[str, str]]:
+        """Each matched policy's ``valueRefs`` resolved (by policy ref), and those that failed."""
+        params: dict[str, dict[str, JSON]] = {}
+        errors: dict[str, str] = {}
+        for policy in {id(p): p for p, _ in matches if p.refs}.values():
+            try:
+                values = await resolver.resolve_rule(policy.refs, obj, self.store, self.http, self.lookup_timeout,
+                                                     policy.namespace)
+                params[policy.ref] = {name: value for name, value in values.items() if value is not None}
+            except resolver.LookupFailure as e:
+                errors[policy.ref] = f"valueRefs: {e}"
+        return params, errors
+
     async def _conditioned(self, matches: list[tuple[CompiledPolicy, Any]], variables: dict[str, Any]
-                           ) -> tuple[list[tuple[CompiledPolicy, Any]], dict[tuple[str, int], str]]:
-        """The matches whose policies' matchConditions hold, and the rules whose conditions failed."""
+                           ) -> tuple[list[tuple[CompiledPolicy, Any]], dict[tuple[str, int], str],
+                                      dict[str, dict[str, JSON]]]:
+        """The matches whose policies' matchConditions hold, the rules that failed (conditions or
+        valueRefs), and the policies' resolved valueRefs."""
+        shared, failed = await self._policy_params(matches, variables["object"])
         if not conditions.needed(matches):
-            return matches, {}
-        return conditions.apply(matches, Bindings({**variables, "params": {}}))
+            return matches, {(p.ref, r.index): failed[p.ref] for p, r in matches if p.ref in failed}, shared
+        kept, errors = conditions.apply(matches, variables, shared, failed)
+        return kept, errors, shared
+
+    @staticmethod
+    def _merged(params: dict[tuple[str, int], dict[str, JSON]], shared: dict[str, dict[str, JSON]],
+                matches: list[tuple[CompiledPolicy, Any]]) -> dict[tuple[str, int], dict[str, JSON]]:
+        """Rule parameters with their policy's valueRefs under them."""
+        if not shared:
+            return params
+        for policy, rule in matches:
+            if policy.ref in shared:
+                key = (policy.ref, rule.index)
+                params[key] = {**shared[policy.ref], **params.get(key, {})}
+        return params
 
     async def mutate(self, request: Request) -> Mutation:
         """Apply the override policies, tier by tier (``executionTier``): each tier is matched and
@@ -121,10 +151,11 @@ class Pipeline:
         if not matches:
             return Mutation(object=obj)
         variables = await self._variables(request, obj)
-        matches, failed = await self._conditioned(matches, variables)
+        matches, failed, shared = await self._conditioned(matches, variables)
         if not matches:
             return Mutation(object=obj)
         params, errors = await self._params(matches, obj)
+        params = self._merged(params, shared, matches)
         errors.update(failed)
         if runs_long((p for _, rule in matches for p in (rule.rendered, rule.cel)), obj):
             # Off the event loop: it serves probes and keeps the deadline whenever our functions run.
@@ -139,13 +170,14 @@ class Pipeline:
         if not matches:
             return Verdict()
         variables = await self._variables(request, obj)
-        matches, failed = await self._conditioned(matches, variables)
+        matches, failed, policy_params = await self._conditioned(matches, variables)
         shared = Bindings({**variables, "params": {}})
         verdict = Verdict()
         # Rule by rule, so the references of rules after a denial are never fetched (no needless
         # HTTP calls or lookups for a request that is refused anyway).
         for match in matches:
             params, errors = await self._params([match], obj)
+            params = self._merged(params, policy_params, [match])
             if (key := (match[0].ref, match[1].index)) in failed:
                 errors[key] = failed[key]
             if runs_long((match[1].rendered, match[1].cel), obj):

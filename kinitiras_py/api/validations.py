@@ -101,3 +101,7 @@ class ValidatePolicySpec(Model):
                                                   factory=list)
     rendered_match_conditions: str | None = prop("CEL rendered from matchConditions; written by the "
                                                  "controller, do not edit.")
+    value_refs: dict[str, ResourceRefer] = prop("Values every request resolves once for the whole policy "
+                                                "(k8s, owner or http references): params.<name> in "
+                                                "matchConditions and rules, $.syntheticRefs.<name> in "
+                                                "selects.", factory=dict)

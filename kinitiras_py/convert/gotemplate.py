@@ -4,14 +4,15 @@ Translated (what has an exact CEL equivalent):
 
 * fields: ``.Target.a.b`` → ``target["a"][?"b"].orValue(null)`` (a missing last key is Go's
   ``<no value>``; a missing key before it fails in both), ``.Namespace``, ``.SelectedItem``,
-  ``.SelectKeyParts``, and ``.Target.syntheticRefs.namespace`` → ``namespaceObject``;
+  ``.SelectKeyParts``, ``.Target.syntheticRefs.namespace`` → ``namespaceObject`` and
+  ``.Target.syntheticRefs.node`` → ``params.node`` (the converted policy's ``valueRefs.node``);
 * string, number and boolean literals, parentheses, pipelines ``x | f a``;
 * ``index x k...``, ``quote x``, ``default d x``, ``regexReplaceAll re s repl`` (a pattern
   Python's ``re`` reads as RE2 does: no look-around, backreferences or possessive forms);
 * printing, as Go prints (:func:`.kubemodlib.go_text`).
 
-Everything else (``if``, ``range``, ``with``, variables, other functions, ``node`` synthetic
-references) is reported, never approximated.
+Everything else (``if``, ``range``, ``with``, variables, other functions) is reported, never
+approximated.
 """
 
 from __future__ import annotations
@@ -77,10 +78,12 @@ def _field(chain: str) -> str:
         raise Untranslatable(f".{names[0]} is not one of KubeMod's template fields ({', '.join(_ROOTS)})")
     rest = names[1:]
     if root == "target" and rest[:1] == ["syntheticRefs"]:
-        if rest[1:2] != ["namespace"]:
-            raise Untranslatable("only the namespace synthetic reference translates (.Target.syntheticRefs."
-                                 "namespace); the node reference has no equivalent yet")
-        root, rest = "namespaceObject", rest[2:]
+        if rest[1:2] == ["namespace"]:
+            root, rest = "namespaceObject", rest[2:]
+        elif rest[1:2] == ["node"]:
+            root, rest = 'params[?"node"].orValue(null)', rest[2:]  # the policy's valueRefs.node
+        else:
+            raise Untranslatable("KubeMod's synthetic references are namespace and node")
     if not rest:
         return root
     expr = root + "".join(f"[{cel_string(n)}]" for n in rest[:-1])

@@ -15,6 +15,10 @@
 * A patch ``value`` without ``{{`` is read as YAML now, as KubeMod reads it; with ``{{`` it is a Go
   template translated into ``valueTemplate`` (:mod:`.gotemplate`), or reported.
 
+KubeMod's ``node`` synthetic reference becomes the policy's ``valueRefs.node``: the Node named
+by the object's ``ref.kubemod.io/node`` annotation (none without it). KubeMod also sets that
+annotation itself when a pod is bound to a node; nothing here does.
+
 A ModRule without a namespace is put in ``default``, where ``kubectl apply`` would put it.
 """
 
@@ -41,6 +45,10 @@ SPEC_FIELDS = ("type", "match", "patch", "rejectMessage", "targetNamespaceRegex"
 MATCH_FIELDS = ("select", "matchValue", "matchValues", "matchRegex", "matchFor", "negate")
 PATCH_FIELDS = ("op", "path", "select", "value")
 PATCH_OPS = ("add", "replace", "remove")
+NODE_ANNOTATION = "ref.kubemod.io/node"
+NODE_REF = {"from": "k8s", "k8s": {"apiVersion": "v1", "kind": "Node",
+                                  "name": "{{metadata.annotations['" + NODE_ANNOTATION + "']}}"}}
+"""KubeMod's node synthetic reference: the Node a pod's ``ref.kubemod.io/node`` annotation names."""
 _IS_NAMESPACE = 'object.?apiVersion.orValue("") == "v1" && object.?kind.orValue("") == "Namespace"'
 
 
@@ -86,10 +94,6 @@ def _conditions(spec: Obj, cluster: bool, report: _Report) -> list[Obj]:
             syntax.parse(select)  # type: ignore[arg-type]  # parse reports a non-string
         except syntax.SelectError as e:
             report.add(f"{field}.select", f"invalid select: {e}")
-            continue
-        if "syntheticRefs" in str(select) and "syntheticRefs.namespace" not in str(select):
-            report.add(f"{field}.select", "only the namespace synthetic reference is available "
-                                          "($.syntheticRefs.namespace); the node reference has no equivalent yet")
             continue
         conditions.append({k: item[k] for k in MATCH_FIELDS if k in item})
     return conditions
@@ -195,6 +199,8 @@ def convert_modrule(doc: Obj, source: str, _all: Sequence[Obj]) -> Conversion:
         if spec.get("executionTier"):
             report.add("spec.executionTier", "tiers order patches; a Reject ModRule has no patch to order "
                                              "(validate policies run after every override policy)")
+    if "syntheticRefs" in str(spec) and "node" in str(spec) and isinstance(policy.get("spec"), dict):
+        policy["spec"]["valueRefs"] = {"node": NODE_REF}
     if report.problems:
         return Conversion(problems=report.problems)
     return Conversion(documents=[policy])

@@ -71,6 +71,8 @@ class CompiledPolicy:
     """``matchConditions`` rendered to one CEL bool; None when there are none."""
     tier: int = 0
     """``executionTier`` (override policies): lower tiers run first."""
+    refs: dict[str, Obj] = field(default_factory=dict)
+    """``valueRefs``: resolved once per request, ``params.<name>`` for conditions and every rule."""
     rendered_fields: tuple[tuple[str, str], ...] = ()
     """Other rendered CEL written back to the policy: (JSON pointer of the field, source), e.g.
     ``/spec/renderedMatchConditions`` and the ``renderedCel`` of fanned-out plaintext operations."""

@@ -76,7 +76,8 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
             if built[1] is not None:
                 # One string per distinct rendered text: many policies render the same template alike.
                 rendered[i] = sys.intern(built[1])
-    conditions = checker.run(_match_conditions, checker, _list(spec.get("matchConditions")))
+    refs = checker.run(_value_refs, checker, _dict(spec.get("valueRefs"))) or {}
+    conditions = checker.run(_match_conditions, checker, _list(spec.get("matchConditions")), refs)
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:
         raise PolicyErrors(errors, ref)
@@ -87,11 +88,34 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
         selectors=list(spec.get("resourceSelectors") or []), rules=tuple(rules), rendered=rendered,
         warnings=tuple(checker.warnings), conditions=conditions,
         tier=tier if isinstance(tier, int) and not isinstance(tier, bool) else 0,
-        rendered_fields=tuple(checker.rendered_fields),
+        rendered_fields=tuple(checker.rendered_fields), refs=refs,
     )
 
 
-def _match_conditions(checker: _Checker, conditions: list[Any]) -> cel.Program | None:
+_SYNTHETIC = re.compile(r"syntheticRefs\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*['\"]([^'\"]*)['\"])")
+
+
+def _value_refs(checker: _Checker, refs: Obj) -> dict[str, Obj]:
+    """``spec.valueRefs``: the ones fetched per request (k8s, owner, http)."""
+    errors = []
+    for name, ref in refs.items():
+        path = f"spec.valueRefs.{name}"
+        if not isinstance(ref, dict):
+            continue
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            errors.append(PolicyError(path, "a name must be an identifier (it is read as params.<name>)"))
+        if name == "namespace":
+            errors.append(PolicyError(path, "namespace is the request's Namespace already (namespaceObject)"))
+        if ref.get("from") not in _REF_SOURCES_WITH_PARAMS:
+            errors.append(PolicyError(f"{path}.from", "only k8s, owner and http are fetched; rules read the "
+                                                      "current and old object as object and oldObject"))
+        _check_http_secrets(checker, ref, path)
+    if errors:
+        raise PolicyErrors(errors)
+    return dict(refs)
+
+
+def _match_conditions(checker: _Checker, conditions: list[Any], refs: dict[str, Obj]) -> cel.Program | None:
     """``spec.matchConditions`` as one program; its source goes to ``renderedMatchConditions``."""
     path = "spec.matchConditions"
     errors: list[PolicyError] = []
@@ -100,6 +124,11 @@ def _match_conditions(checker: _Checker, conditions: list[Any]) -> cel.Program |
             checker.collect(errors, _user_cel, condition["expression"], f"{path}[{i}].expression",
                             _CONDITION_RESULTS, "a match condition must return a bool")
         elif isinstance(condition, dict) and isinstance(condition.get("select"), str):
+            for m in _SYNTHETIC.finditer(condition["select"]):
+                name = m.group(1) or m.group(2)
+                if name != "namespace" and name not in refs:
+                    errors.append(PolicyError(f"{path}[{i}].select", f"$.syntheticRefs.{name} is neither the "
+                                              "namespace nor one of the policy's valueRefs"))
             # Alone first, so that a select whose CEL costs too much is refused at its own field.
             source = checker.collect(errors, criteria.criterion, condition, f"{path}[{i}]")
             if source is not None:

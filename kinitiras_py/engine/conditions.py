@@ -8,7 +8,7 @@ handles, as Kubernetes does for a webhook's matchConditions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError
@@ -23,9 +23,17 @@ def needed(matches: Iterable[tuple[CompiledPolicy, Any]]) -> bool:
     return any(policy.conditions is not None for policy, _ in matches)
 
 
-def apply(matches: list[tuple[CompiledPolicy, Any]], bindings: Bindings
+def apply(matches: list[tuple[CompiledPolicy, Any]], variables: Mapping[str, Any],
+          params: Mapping[str, dict[str, Any]] | None = None, failed: Mapping[str, str] | None = None
           ) -> tuple[list[tuple[CompiledPolicy, Any]], dict[RuleKey, str]]:
-    """The matches whose policy's conditions hold, and an error per rule whose policy's failed."""
+    """The matches whose policy's conditions hold, and an error per rule whose policy's failed.
+
+    ``params`` holds each policy's resolved ``valueRefs`` by policy ref, ``failed`` the policies
+    whose references could not be resolved (their conditions then fail the same way).
+    """
+    params = params or {}
+    failed = failed or {}
+    shared = Bindings({**variables, "params": {}})
     outcome: dict[int, bool | str] = {}
     kept: list[tuple[CompiledPolicy, Any]] = []
     errors: dict[RuleKey, str] = {}
@@ -35,9 +43,12 @@ def apply(matches: list[tuple[CompiledPolicy, Any]], bindings: Bindings
             kept.append((policy, rule))
             continue
         found = outcome.get(id(policy))
+        if found is None and policy.ref in failed:
+            found = outcome[id(policy)] = failed[policy.ref]
         if found is None:
+            own = params.get(policy.ref)
             try:
-                result = program.evaluate(bindings)
+                result = program.evaluate({**variables, "params": own} if own else shared)
                 found = result if isinstance(result, bool) else f"matchConditions returned {result!r}, not a bool"
             except (KinitirasError, ValueError, TypeError) as e:
                 found = f"matchConditions could not be evaluated: {e}"

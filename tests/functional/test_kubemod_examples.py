@@ -139,6 +139,26 @@ def test_label_from_the_namespace(tmp_path: Path) -> None:
     assert apply_both(tmp_path, "namespace-label.yaml", pod, red)[1]["patch"] == []
 
 
+def test_zone_from_the_node(tmp_path: Path) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "shop", "annotations": {"ref.kubemod.io/node": "n1"}},
+           "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+    node = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "zone-b"}}}
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(pod))
+    code, result = apply_both(tmp_path, "node-labels.yaml", pod, node)
+    assert code == 0 and result["patch"] == []  # admissionOperations: UPDATE only
+    converted = tmp_path / "converted-node-labels.yaml"  # written by apply_both
+    for policy in (SAMPLES / "node-labels.yaml", converted):
+        (tmp_path / "node.yaml").write_text(yaml.safe_dump(node))
+        code, out, err = run("apply", "--policy", str(policy), "--resource", str(tmp_path / "old.yaml"),
+                             "--old-resource", str(tmp_path / "old.yaml"), "--operation", "UPDATE",
+                             "--context", str(tmp_path / "node.yaml"), "-o", "json")
+        assert code == 0, err
+        assert json.loads(out)["patch"] == [{"op": "add", "path": "/metadata/labels",
+                                             "value": {"topology.kubernetes.io/zone": "zone-b"}}]
+
+
 def test_tiers(tmp_path: Path) -> None:
     code, result = apply_both(tmp_path, "tiers.yaml", deployment())
     spec = result["object"]["spec"]["template"]["spec"]

@@ -77,7 +77,7 @@ Leaf = Callable[[str, tuple[Key, ...]], str]
 class Compiler:
     """Fresh variable names for one CEL program; every select of a program shares one compiler."""
 
-    def __init__(self, root: str = "object", synthetic_namespace: str | None = "namespaceObject") -> None:
+    def __init__(self, root: str = "object", synthetic_namespace: str = "namespaceObject") -> None:
         self.counter = 0
         self.miss_override: str | None = None
         self.root = root
@@ -98,10 +98,13 @@ class Compiler:
             return current, path.segments
         segments = path.segments
         if segments[:1] == (Field("syntheticRefs"),):
-            if segments[1:2] == (Field("namespace"),) and self.synthetic_namespace:
+            if segments[1:2] == (Field("namespace"),):
                 return self.synthetic_namespace, segments[2:]
-            raise SelectError("of the synthetic references only $.syntheticRefs.namespace (the "
-                              "object's Namespace) can be selected here")
+            if segments[1:2] and isinstance(segments[1], Field):
+                # The policy's valueRefs, resolved per request into params.
+                return "params", segments[1:]
+            raise SelectError("name a synthetic reference: $.syntheticRefs.namespace (the object's "
+                              "Namespace) or $.syntheticRefs.<name> (one of the policy's valueRefs)")
         return self.root, segments
 
     def walk(self, path: Path, mode: str, leaf: Leaf, current: str | None = None, miss: str | None = None) -> str:

@@ -118,7 +118,6 @@ def test_a_reject_rule() -> None:
     ({**PATCH, "patch": [{"op": "add", "path": "/a", "value": "{{ upper .Namespace }}"}]}, "spec.patch[0].value",
      "the function upper has no translation"),
     ({**PATCH, "match": [{"select": "$.a["}]}, "spec.match[0].select", "invalid select"),
-    ({**PATCH, "match": [{"select": "$.syntheticRefs.node.metadata"}]}, "spec.match[0].select", "node"),
     ({**PATCH, "match": [{"select": "$.a", "other": 1}]}, "spec.match[0].other", "unknown field"),
     ({"type": "Reject", "match": [], "executionTier": 2}, "spec.executionTier", "no patch to order"),
     ({"type": "Reject", "match": [], "rejectMessage": "{{ range .Target.x }}{{ end }}"}, "spec.rejectMessage",
@@ -127,6 +126,12 @@ def test_a_reject_rule() -> None:
 def test_what_cannot_be_converted_exactly_is_reported(spec: dict[str, Any], field: str, reason: str) -> None:
     found = problems(modrule(spec))
     assert any(f == field and reason in r for f, r in found), found
+
+
+def test_the_node_synthetic_reference_is_a_value_ref() -> None:
+    policy = convert(modrule({**PATCH, "match": [{"select": "$.syntheticRefs.node.metadata.labels"}]}))
+    assert policy["spec"]["valueRefs"] == {"node": kubemod.NODE_REF}
+    assert "valueRefs" not in convert(modrule(PATCH))["spec"]
 
 
 def test_an_unknown_version_is_reported() -> None:
@@ -138,8 +143,9 @@ def render(template: str, target: dict[str, Any], selected: Any = None, namespac
     """Our translation of a KubeMod template, rendered (as text, before YAML) against ``target``."""
     source = fanout.with_scope(fanout.template_cel(gotemplate.translate(template), "t"), "dyn(params.item)", ())
     program = cel.compile_program(source)
-    return str(program.evaluate({"object": target, "request": {"namespace": "shop"},
-                                 "params": {"item": selected}, "namespaceObject": namespace_object}))
+    params = {"item": selected, "node": {"metadata": {"labels": {"zone": "b"}}}}
+    return str(program.evaluate({"object": target, "request": {"namespace": "shop"}, "params": params,
+                                 "namespaceObject": namespace_object}))
 
 
 TARGET = {"metadata": {"name": "web", "labels": {"app.kubernetes.io/name": "web"}},
@@ -165,6 +171,7 @@ TARGET = {"metadata": {"name": "web", "labels": {"app.kubernetes.io/name": "web"
     ("a {{- .Namespace -}} b", "ashopb"),
     ('{{ "lit" }}{{ `raw` }}', "litraw"),
     ("{{ .Target.syntheticRefs.namespace.metadata.name }}", "shop"),
+    ('{{ index .Target.syntheticRefs.node.metadata.labels "zone" }}', "b"),
 ])
 def test_templates_that_translate(template: str, text: str) -> None:
     namespace_object = {"metadata": {"name": "shop"}}
@@ -178,7 +185,7 @@ def test_templates_that_translate(template: str, text: str) -> None:
     ("{{ . }}", "'.'"),
     ("{{ .Other }}", "not one of KubeMod's template fields"),
     ("{{ upper .Namespace }}", "upper has no translation"),
-    ("{{ .Target.syntheticRefs.node.metadata }}", "node reference"),
+    ("{{ .Target.syntheticRefs.pod.metadata }}", "namespace and node"),
     ('{{ regexReplaceAll "(?=a)" .SelectedItem "b" }}', "RE2 and Python"),
     ("{{ .Namespace | printf }}", "printf has no translation"),
     ("{{ .Target ", "never closed"),

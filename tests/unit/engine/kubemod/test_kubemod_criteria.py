@@ -139,6 +139,13 @@ def test_criterion(condition: dict[str, Any], expected: bool) -> None:
     assert matches(condition) is expected
 
 
+def test_other_synthetic_references_are_the_policy_value_refs() -> None:
+    program = cel.compile_program(criteria.criterion(
+        {"select": "$.syntheticRefs.node.metadata.labels.zone", "matchValue": "b"}, "m"))
+    assert program.evaluate({"object": DEPLOYMENT, "params": {"node": {"metadata": {"labels": {"zone": "b"}}}}})
+    assert not program.evaluate({"object": DEPLOYMENT, "params": {}})
+
+
 def test_the_object_without_a_namespace_object() -> None:
     program = cel.compile_program(criteria.criterion(
         {"select": "$.syntheticRefs.namespace.metadata.name"}, "m"))
@@ -153,7 +160,8 @@ def test_a_select_costing_too_much_is_refused() -> None:
 
 @pytest.mark.parametrize(("select", "reason"), [
     ("$.a[", "invalid select: at 4"),
-    ("$.syntheticRefs.node.metadata", "only $.syntheticRefs.namespace"),
+    ("$.syntheticRefs", "name a synthetic reference"),
+    ("$.syntheticRefs[0]", "name a synthetic reference"),
     ("$.a[*] == 1", "cannot be an operand"),
     ("isEmpty($.a[*])", "one value"),
     ("$.a && $.b[*]", "cannot be a condition"),

@@ -229,6 +229,51 @@ def test_message_template_belongs_to_condition_only_rules() -> None:
     assert caught.value.errors[0].path == "spec.validateRules[0].messageTemplate"
 
 
+NODE_ZONE = policy("""
+kind: ClusterOverridePolicy
+metadata: {name: zone}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  valueRefs:
+    node: {from: k8s, k8s: {apiVersion: v1, kind: Node, name: "{{metadata.annotations['node']}}"}}
+  matchConditions:
+  - select: $.syntheticRefs.node.metadata.labels.zone
+  overrideRules:
+  - overriders:
+      plaintext: [{op: add, path: /metadata/labels/zone, valueTemplate: '"{{ params.node.metadata.labels.zone }}"'}]
+""")
+NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"zone": "b"}}}
+
+
+def pod(**annotations: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop",
+                                                            "annotations": annotations}}
+
+
+async def test_policy_value_refs_serve_conditions_and_rules() -> None:
+    p = pipeline(NODE_ZONE, store=[NODE])
+    mutation = await p.mutate(Request("CREATE", pod(node="n1"), namespace="shop"))
+    assert mutation.patch == [{"op": "add", "path": "/metadata/labels", "value": {"zone": "b"}}]
+    # No annotation: no node, the condition does not hold.
+    assert (await p.mutate(Request("CREATE", pod(), namespace="shop"))).patch == []
+    # A node that does not exist: a rule error under the rule's failurePolicy.
+    failed = await p.mutate(Request("CREATE", pod(node="gone"), namespace="shop"))
+    assert not failed.allowed and "valueRefs" in str(failed.failure)
+
+
+@pytest.mark.parametrize(("change", "path", "reason"), [
+    ({"valueRefs": {"node": {"from": "current", "path": "/x"}}}, "spec.valueRefs.node.from", "only k8s"),
+    ({"valueRefs": {"namespace": NODE_ZONE["spec"]["valueRefs"]["node"]}}, "spec.valueRefs.namespace", "already"),
+    ({"valueRefs": {}}, "spec.matchConditions[0].select", "neither the namespace nor"),
+])
+def test_value_ref_mistakes(change: dict[str, Any], path: str, reason: str) -> None:
+    doc = yaml.safe_load(yaml.safe_dump(NODE_ZONE))
+    doc["spec"].update(change)
+    with pytest.raises(PolicyErrors) as caught:
+        compile_policy(doc)
+    assert any(e.path == path and reason in e.reason for e in caught.value.errors), caught.value.errors
+
+
 @pytest.mark.parametrize(("op", "before", "after"), [
     ({"op": "add", "path": "/l/-1", "value": 9}, {"l": [1, 2]}, {"l": [1, 2, 9]}),
     ({"op": "add", "path": "/l/-2", "value": 9}, {"l": [1, 2]}, {"l": [1, 9, 2]}),
