@@ -102,7 +102,7 @@ def _render(args: argparse.Namespace) -> int:
     if args.cel:
         for policy in compiled:
             for where, source in rendered_sources(policy):
-                sys.stdout.write(f"// {policy.ref}: {where}\n{source}")
+                sys.stdout.write(f"// {policy.ref}: {where}\n{source}" + ("" if source.endswith("\n") else "\n"))
         return 0
     sys.stdout.write(dump_yaml_all(with_rendered(doc, c) for doc, c in zip(docs, compiled, strict=True)))
     return 0

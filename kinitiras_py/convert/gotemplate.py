@@ -7,7 +7,8 @@ Translated (what has an exact CEL equivalent):
   ``.SelectKeyParts``, ``.Target.syntheticRefs.namespace`` → ``namespaceObject`` and
   ``.Target.syntheticRefs.node`` → ``params.node`` (the converted policy's ``valueRefs.node``);
 * string, number and boolean literals, parentheses, pipelines ``x | f a``;
-* ``index x k...``, ``quote x``, ``default d x``, ``regexReplaceAll re s repl`` (a pattern
+* ``index x k...`` (a list index out of range fails, a missing map key is ``<no value>``, as in
+  Go), ``quote x``, ``default d x``, ``regexReplaceAll re s repl`` (a pattern
   Python's ``re`` reads as RE2 does: no look-around, backreferences or possessive forms);
 * printing, as Go prints (:func:`.kubemodlib.go_text`).
 
@@ -129,7 +130,9 @@ def _call(name: str, args: list[str]) -> str:
             raise Untranslatable("index needs a value and at least one key")
         expr = args[0]
         for key in args[1:]:
-            expr = f"dyn({expr})[?{key}].orValue(null)"
+            # Go: a list index out of range fails, a missing map key is <no value>.
+            expr = (f"cel.bind(kmIndexed, dyn({expr}), type(kmIndexed) == list ? kmIndexed[{key}] "
+                    f": kmIndexed[?{key}].orValue(null))")
         return expr
     if name == "quote":
         if len(args) != 1:

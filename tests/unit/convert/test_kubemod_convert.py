@@ -162,6 +162,7 @@ TARGET = {"metadata": {"name": "web", "labels": {"app.kubernetes.io/name": "web"
     ("{{ .Target.spec.missing }}", "<no value>"),
     ('{{ index .Target.metadata.labels "app.kubernetes.io/name" }}', "web"),
     ('{{ index .Target.spec.ips 1 }}', "5.6.7.8"),
+    ('{{ index .Target.metadata.labels "missing" }}', "<no value>"),
     ("{{ .Target.metadata.name | quote }}", '"web"'),
     ("{{ quote .Target.spec.replicas }}", '"3"'),
     ('{{ default "none" .Target.spec.empty }}-{{ default "none" .Target.spec.missing }}', "none-none"),
@@ -176,6 +177,11 @@ TARGET = {"metadata": {"name": "web", "labels": {"app.kubernetes.io/name": "web"
 def test_templates_that_translate(template: str, text: str) -> None:
     namespace_object = {"metadata": {"name": "shop"}}
     assert render(template, TARGET, "their-repo/app:1", namespace_object) == text
+
+
+def test_a_list_index_out_of_range_fails_as_in_go() -> None:
+    with pytest.raises(cel.CelEvalError):
+        render("{{ index .Target.spec.ips 5 }}", TARGET)
 
 
 @pytest.mark.parametrize(("template", "reason"), [
