@@ -24,7 +24,7 @@ from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.kubemod import syntax
 from kinitiras_py.engine.kubemod.syntax import Call, Path, SelectError
-from kinitiras_py.engine.kubemod.tocel import Compiler
+from kinitiras_py.engine.kubemod.tocel import MAX_CEL_BYTES, Compiler
 from kinitiras_py.engine.rendering.environment import cel_string
 
 PRINTED_TYPES = "[int, double, bool]"
@@ -55,7 +55,11 @@ def criterion(condition: Obj, path: str) -> str:
     """CEL bool for one KubeMod criterion; raises PolicyError naming ``path.select`` when bad."""
     try:
         expr = syntax.parse(condition.get("select"))  # type: ignore[arg-type]
-        return _criterion(expr, condition)
+        source = _criterion(expr, condition)
+        if len(source) > MAX_CEL_BYTES:
+            raise SelectError(f"the select is too complex: its CEL would be {len(source):,} bytes (at most "
+                              f"{MAX_CEL_BYTES:,})")
+        return source
     except SelectError as e:
         raise PolicyError(f"{path}.select", f"invalid select: {e}") from None
 

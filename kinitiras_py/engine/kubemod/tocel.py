@@ -49,6 +49,9 @@ from kinitiras_py.engine.kubemod.syntax import (
 )
 from kinitiras_py.engine.rendering.environment import cel_literal, cel_string
 
+MAX_CEL_BYTES = 64 * 1024
+"""The CEL a select may become (what the CEL adapter accepts): unions and ``..`` repeat the rest
+of the path, so a short select can grow past it."""
 DESCENT_DEPTH = 5
 """Levels below its starting point that ``..`` visits."""
 NUMBER_TYPES = "[int, uint, double]"
@@ -120,9 +123,13 @@ class Compiler:
                               "write the path with [*] or filters, whose indexes #0, #1... can name")
         saved, self.miss_override = self.miss_override, miss
         try:
-            return self._steps(start, segments, mode, leaf, (), current)
+            source = self._steps(start, segments, mode, leaf, (), current)
         finally:
             self.miss_override = saved
+        if len(source) > MAX_CEL_BYTES:
+            raise SelectError(f"the select is too complex: its CEL would be {len(source):,} bytes (at most "
+                              f"{MAX_CEL_BYTES:,}); unions and '..' repeat the rest of the path")
+        return source
 
     def _miss(self, mode: str) -> str:
         return {"any": "false", "all": "true", "list": "[]"}[mode]
