@@ -218,3 +218,21 @@ def test_native_examples_do_what_the_modrules_do(tmp_path: Path, native: str, mo
     assert code == 0, err
     assert json.loads(out)["object"]["spec"] == expected["object"]["spec"]
     assert json.loads(out)["object"]["metadata"]["labels"] == expected["object"]["metadata"]["labels"]
+
+
+def test_the_test_command_runs_modrules(tmp_path: Path) -> None:
+    (tmp_path / "deployment.yaml").write_text(yaml.safe_dump(deployment({"tracing/inject": "true"})))
+    (tmp_path / "service.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "shop"},
+         "spec": {"externalIPs": ["1.2.3.4"]}}))
+    (tmp_path / "kinitiras-test.yaml").write_text(yaml.safe_dump({
+        "name": "modrules", "policies": [str(SAMPLES / "sidecar-injection.yaml"),
+                                         str(SAMPLES / "reject-external-ips.yaml")],
+        "cases": [{"name": "injected", "resource": "deployment.yaml", "expect": {"allowed": True}},
+                  {"name": "refused", "resource": "service.yaml",
+                   "expect": {"allowed": False, "message": "external IPs [1.2.3.4] are not all in"}},
+                  {"name": "a wrong expectation fails", "resource": "service.yaml", "expect": {"allowed": True}}]}))
+    code, out, err = run("test", str(tmp_path))
+    assert code == 1, (out, err)
+    assert "injected" in out and "refused" in out
+    assert out.count("FAIL") == 1 and "a wrong expectation fails" in out
