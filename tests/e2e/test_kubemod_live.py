@@ -141,3 +141,25 @@ def test_tiers(cluster: Cluster, webhook: Webhook, namespace: str) -> None:
     assert spec["imagePullSecrets"] == [{"name": "registry-example"}]
     kubectl_ok(cluster, "create", "-n", namespace, "-f", "-", input=deployment("elsewhere", image="quay.io/x:1"))
     assert "imagePullSecrets" not in pod_spec(cluster, "elsewhere", namespace)
+
+
+def test_zone_from_the_node_synthetic_reference(cluster: Cluster, webhook: Webhook, namespace: str) -> None:
+    node = f"node-{namespace}"
+    kubectl_ok(cluster, "create", "-f", "-", input=yaml.safe_dump(
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": node, "labels": {"topology.kubernetes.io/zone": "zone-b"}}}))
+    policies = install(cluster, "node-labels.yaml", namespace)
+    try:
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "placed", "annotations": {"ref.kubemod.io/node": node}},
+               "spec": {"containers": [{"name": "c", "image": "nginx"}]}}
+        kubectl_ok(cluster, "create", "-n", namespace, "-f", "-", input=yaml.safe_dump(pod))
+        # admissionOperations: UPDATE only, as in KubeMod's example.
+        assert "topology.kubernetes.io/zone" not in (get_json(cluster, "pod", "placed", namespace)["metadata"]
+                                                     .get("labels") or {})
+        kubectl_ok(cluster, "label", "pod", "placed", "-n", namespace, "touched=yes")
+        labels = get_json(cluster, "pod", "placed", namespace)["metadata"]["labels"]
+        assert labels == {"touched": "yes", "topology.kubernetes.io/zone": "zone-b"}
+    finally:
+        remove(cluster, policies)
+        cluster.kubectl("delete", "node", node)
