@@ -20,7 +20,7 @@ from typing import Any
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import CelCompileError, CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import origin, selectors
+from kinitiras_py.engine import origin, policylevel, selectors
 from kinitiras_py.engine.compiled import (
     CLUSTER_KINDS,
     CompiledPolicy,
@@ -29,7 +29,7 @@ from kinitiras_py.engine.compiled import (
     normalise_operations,
 )
 from kinitiras_py.engine.evaluation import cel
-from kinitiras_py.engine.kubemod import criteria, fanout
+from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.rendering import render
 
 CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
@@ -43,7 +43,6 @@ _LIST_CONDS = ("In", "NotIn")
 # The static result types a `cel` rule may have (cel-expr-python type names).
 _OVERRIDE_RESULTS = ("LIST", "DYN")
 _VALIDATE_RESULTS = ("BOOL", "MAP", "DYN")
-_CONDITION_RESULTS = ("BOOL", "DYN")
 
 
 def compile_policy(obj: Obj) -> CompiledPolicy:
@@ -76,8 +75,11 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
             if built[1] is not None:
                 # One string per distinct rendered text: many policies render the same template alike.
                 rendered[i] = sys.intern(built[1])
-    refs = checker.run(_value_refs, checker, _dict(spec.get("valueRefs"))) or {}
-    conditions = checker.run(_match_conditions, checker, _list(spec.get("matchConditions")), refs)
+    refs = checker.run(policylevel.value_refs, _dict(spec.get("valueRefs"))) or {}
+    for name, ref in refs.items():
+        _check_http_secrets(checker, ref, f"spec.valueRefs.{name}")
+    conditions = checker.run(policylevel.match_conditions, checker, _list(spec.get("matchConditions")), refs,
+                             _compile_cel, _user_cel)
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:
         raise PolicyErrors(errors, ref)
@@ -90,59 +92,6 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
         tier=tier if isinstance(tier, int) and not isinstance(tier, bool) else 0,
         rendered_fields=tuple(checker.rendered_fields), refs=refs,
     )
-
-
-_SYNTHETIC = re.compile(r"syntheticRefs\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*['\"]([^'\"]*)['\"])")
-
-
-def _value_refs(checker: _Checker, refs: Obj) -> dict[str, Obj]:
-    """``spec.valueRefs``: the ones fetched per request (k8s, owner, http)."""
-    errors = []
-    for name, ref in refs.items():
-        path = f"spec.valueRefs.{name}"
-        if not isinstance(ref, dict):
-            continue
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            errors.append(PolicyError(path, "a name must be an identifier (it is read as params.<name>)"))
-        if name == "namespace":
-            errors.append(PolicyError(path, "namespace is the request's Namespace already (namespaceObject)"))
-        if ref.get("from") not in _REF_SOURCES_WITH_PARAMS:
-            errors.append(PolicyError(f"{path}.from", "only k8s, owner and http are fetched; rules read the "
-                                                      "current and old object as object and oldObject"))
-        _check_http_secrets(checker, ref, path)
-    if errors:
-        raise PolicyErrors(errors)
-    return dict(refs)
-
-
-def _match_conditions(checker: _Checker, conditions: list[Any], refs: dict[str, Obj]) -> cel.Program | None:
-    """``spec.matchConditions`` as one program; its source goes to ``renderedMatchConditions``."""
-    path = "spec.matchConditions"
-    errors: list[PolicyError] = []
-    for i, condition in enumerate(conditions):
-        if isinstance(condition, dict) and isinstance(condition.get("expression"), str):
-            checker.collect(errors, _user_cel, condition["expression"], f"{path}[{i}].expression",
-                            _CONDITION_RESULTS, "a match condition must return a bool")
-        elif isinstance(condition, dict) and isinstance(condition.get("select"), str):
-            for m in _SYNTHETIC.finditer(condition["select"]):
-                name = m.group(1) or m.group(2)
-                if name != "namespace" and name not in refs:
-                    errors.append(PolicyError(f"{path}[{i}].select", f"$.syntheticRefs.{name} is neither the "
-                                              "namespace nor one of the policy's valueRefs"))
-            # Alone first, so that a select whose CEL costs too much is refused at its own field.
-            source = checker.collect(errors, criteria.criterion, condition, f"{path}[{i}]")
-            if source is not None:
-                checker.collect(errors, _compile_cel, source, f"{path}[{i}].select")
-    if errors:
-        raise PolicyErrors(errors)
-    source, problems = criteria.render([c for c in conditions if isinstance(c, dict)], path)
-    if problems:
-        raise PolicyErrors(problems)
-    if source is None:
-        return None
-    program = _compile_cel(source, path)
-    checker.rendered_fields.append(("/spec/renderedMatchConditions", sys.intern(source)))
-    return program
 
 
 class _Checker:
