@@ -43,7 +43,7 @@ class Field:
 
 @dataclass(frozen=True)
 class Index:
-    """``[n]``: one item of a list (a map key ``"n"`` on a map)."""
+    """``[n]``: one item of a list, or the value of key ``"n"`` of a map (a negative ``n``: nothing)."""
 
     index: int
 

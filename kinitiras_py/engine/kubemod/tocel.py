@@ -157,8 +157,11 @@ class Compiler:
                 if isinstance(step, Index):
                     if step.index < 0:
                         return miss
-                    guards.append(f"type({expr}) == list && size({expr}) > {step.index}")
-                    expr = f"{expr}[{step.index}]"
+                    # KubeMod reads [n] of a map as its key "n".
+                    n, key = step.index, cel_string(str(step.index))
+                    guards.append(f"(type({expr}) == list ? size({expr}) > {n} "
+                                  f": type({expr}) == map && {key} in {expr})")
+                    expr = f"{expr}[type({expr}) == list ? dyn({n}) : dyn({key})]"
                 else:
                     name = cel_string(step.name)
                     guards.append(f"type({expr}) == map && {name} in {expr}")

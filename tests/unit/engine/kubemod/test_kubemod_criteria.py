@@ -17,7 +17,8 @@ DEPLOYMENT: dict[str, Any] = {
     "metadata": {"name": "web", "labels": {"app": "nginx", "tier": "front"},
                  "annotations": {"inject": "true", "a/b": "slash"}},
     "spec": {
-        "replicas": 3, "paused": False, "minReadySeconds": 1000000, "ratio": 1.5, "nothing": None,
+        "replicas": 3, "paused": False,
+        "byNumber": {"1": "one"}, "minReadySeconds": 1000000, "ratio": 1.5, "nothing": None,
         "externalIPs": ["10.0.0.1", "10.0.0.2"],
         "template": {"spec": {
             "securityContext": {"runAsNonRoot": True},
@@ -44,6 +45,8 @@ CASES = [
     ({"select": "$.spec.template.spec.containers[1].name", "matchValue": "side"}, True),
     ({"select": "$.spec.template.spec.containers[2].name"}, False),  # out of range: undefined
     ({"select": "$.spec.template.spec.containers[-1].name"}, False),  # KubeMod: an error, no match
+    ({"select": "$.metadata.labels[0]"}, False),
+    ({"select": "$.spec.byNumber[1]", "matchValue": "one"}, True),  # [n] of a map: its key "n"
     ({"select": "$.spec.externalIPs[0, 1]", "matchFor": "All", "matchRegex": "^10\\."}, True),
     ({"select": '$.metadata.labels["app", "nope"]', "matchFor": "All", "matchValue": "nginx"}, True),
     # wildcards, filters, recursive descent
