@@ -9,7 +9,7 @@ from typing import Any
 
 from kinitiras_py.admission import sidecars
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import jsrules, overriding, validating
+from kinitiras_py.engine import conditions, jsrules, overriding, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation.cel import Bindings, runs_long
 from kinitiras_py.engine.results import Mutation, Verdict
@@ -87,26 +87,90 @@ class Pipeline:
         except (LookupError, TimeoutError):
             return None
 
+    async def _policy_params(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj
+                             ) -> tuple[dict[str, dict[str, JSON]], dict[str, str]]:
+        """Each matched policy's ``valueRefs`` resolved (by policy ref), and those that failed."""
+        params: dict[str, dict[str, JSON]] = {}
+        errors: dict[str, str] = {}
+        for policy in {id(p): p for p, _ in matches if p.refs}.values():
+            try:
+                values = await resolver.resolve_rule(policy.refs, obj, self.store, self.http, self.lookup_timeout,
+                                                     policy.namespace)
+                params[policy.ref] = {name: value for name, value in values.items() if value is not None}
+            except resolver.LookupFailure as e:
+                errors[policy.ref] = f"valueRefs: {e}"
+        return params, errors
+
+    async def _conditioned(self, matches: list[tuple[CompiledPolicy, Any]], variables: dict[str, Any]
+                           ) -> tuple[list[tuple[CompiledPolicy, Any]], dict[tuple[str, int], str],
+                                      dict[str, dict[str, JSON]]]:
+        """The matches whose policies' matchConditions hold, the rules that failed (conditions or
+        valueRefs), and the policies' resolved valueRefs."""
+        shared, failed = await self._policy_params(matches, variables["object"])
+        if not conditions.needed(matches):
+            return matches, {(p.ref, r.index): failed[p.ref] for p, r in matches if p.ref in failed}, shared
+        kept, errors = conditions.apply(matches, variables, shared, failed)
+        return kept, errors, shared
+
+    @staticmethod
+    def _merged(params: dict[tuple[str, int], dict[str, JSON]], shared: dict[str, dict[str, JSON]],
+                matches: list[tuple[CompiledPolicy, Any]]) -> dict[tuple[str, int], dict[str, JSON]]:
+        """Rule parameters with their policy's valueRefs under them."""
+        if not shared:
+            return params
+        for policy, rule in matches:
+            if policy.ref in shared:
+                key = (policy.ref, rule.index)
+                params[key] = {**shared[policy.ref], **params.get(key, {})}
+        return params
+
     async def mutate(self, request: Request) -> Mutation:
-        """Apply the override policies. DELETE and CONNECT change nothing (there is no object to keep)."""
+        """Apply the override policies, tier by tier (``executionTier``): each tier is matched and
+        applied against the object the tiers before it produced. DELETE and CONNECT change nothing
+        (there is no object to keep)."""
         if request.operation in ("DELETE", "CONNECT"):
             return Mutation(object=request.object)
         until = time.monotonic() + self.lookup_timeout
-        matches = list(self.overrides.matching(request.object, request.operation, request.namespace))
-        params, errors = await self._params(matches, request.object)
+        tiers = self.overrides.tiers()
+        if len(tiers) <= 1:
+            return await self._mutate_tier(request, request.object, None, until)
+        total = Mutation(object=request.object)
+        for tier in tiers:
+            one = await self._mutate_tier(request, total.object, tier, until)
+            total.warnings += one.warnings
+            total.ignored += one.ignored
+            for pid, seconds in one.timings.items():
+                total.timings[pid] = total.timings.get(pid, 0.0) + seconds
+            if one.failure is not None:
+                return Mutation(object=request.object, failure=one.failure, warnings=total.warnings,
+                                ignored=total.ignored, timings=total.timings)
+            # Each tier's patch applies to the previous tier's result: in sequence, they are one patch.
+            total.object, total.patch, total.applied = one.object, total.patch + one.patch, total.applied + one.applied
+        return total
+
+    async def _mutate_tier(self, request: Request, obj: Obj, tier: int | None, until: float) -> Mutation:
+        """The override policies of ``tier`` (None: every tier) applied to ``obj``; ``until`` is when
+        the request's time runs out."""
+        matches = [m for m in self.overrides.matching(obj, request.operation, request.namespace)
+                   if tier is None or m[0].tier == tier]
         if not matches:
-            return Mutation(object=request.object)
-        programs, failed = await sidecars.programs(matches, request.object, self.store, self.lookup_timeout)
+            return Mutation(object=obj)
+        variables = await self._variables(request, obj)
+        matches, failed, shared = await self._conditioned(matches, variables)
+        if not matches:
+            return Mutation(object=obj)
+        params, errors = await self._params(matches, obj)
+        params = self._merged(params, shared, matches)
         errors.update(failed)
-        variables = await self._variables(request, request.object)
+        programs, missing = await sidecars.programs(matches, obj, self.store, self.lookup_timeout)
+        errors.update(missing)
         every = [p for _, rule in matches for p in (rule.rendered, rule.cel)] + list(programs.values())
         with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
-            if any(rule.javascript for _, rule in matches) or runs_long(every, request.object):
+            if any(rule.javascript for _, rule in matches) or runs_long(every, obj):
                 # Off the event loop: it serves probes and keeps the deadline whenever our functions or
                 # scripts run.
-                return await asyncio.to_thread(overriding.mutate, matches, request.object, variables, params,
-                                               errors, programs)
-            return overriding.mutate(matches, request.object, variables, params, errors, programs)
+                return await asyncio.to_thread(overriding.mutate, matches, obj, variables, params, errors, programs)
+            return overriding.mutate(matches, obj, variables, params, errors, programs)
 
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
         """Apply the validate policies to ``obj`` (default: the request's object)."""
@@ -117,17 +181,22 @@ class Pipeline:
         if not matches:
             return Verdict()
         variables = await self._variables(request, obj)
+        matches, failed, policy_params = await self._conditioned(matches, variables)
         shared = Bindings({**variables, "params": {}})
         verdict = Verdict()
         with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
-            return await self._validate_each(matches, obj, variables, shared, verdict)
+            return await self._validate_each(matches, obj, variables, shared, verdict, failed, policy_params)
 
     async def _validate_each(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj, variables: dict[str, Any],
-                             shared: Bindings, verdict: Verdict) -> Verdict:
+                             shared: Bindings, verdict: Verdict, failed: dict[tuple[str, int], str],
+                             policy_params: dict[str, dict[str, JSON]]) -> Verdict:
         # Rule by rule, so the references of rules after a denial are never fetched (no needless
         # HTTP calls or lookups for a request that is refused anyway).
         for match in matches:
             params, errors = await self._params([match], obj)
+            params = self._merged(params, policy_params, [match])
+            if (key := (match[0].ref, match[1].index)) in failed:
+                errors[key] = failed[key]
             if match[1].javascript is not None or runs_long((match[1].rendered, match[1].cel), obj):
                 one = await asyncio.to_thread(validating.validate, [match], variables, params, errors, shared)
             else:

@@ -49,7 +49,7 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
     for index in sidecars.kept_in_configmaps(compiled):
         if "renderedCel" in (rules[index].get("overriders") or {}):
             ops.append({"op": "remove", "path": f"/spec/{field_name}/{index}/overriders/renderedCel"})
-    return ops
+    return ops + compiled.rendered_field_ops(doc)
 
 
 def admit_policy(request: Request) -> PolicyAdmission:

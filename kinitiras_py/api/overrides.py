@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from kinitiras_py.api.core import Affinity, ResourceRequirements, Toleration, TopologySpreadConstraint
+from kinitiras_py.api.core import Affinity, Int32, ResourceRequirements, Toleration, TopologySpreadConstraint
 from kinitiras_py.api.javascript import JavaScript
+from kinitiras_py.api.matching import MatchCondition
 from kinitiras_py.api.refs import ResourceRefer
 from kinitiras_py.api.schema import Model, OneOf, Pattern, prop
 from kinitiras_py.api.selectors import ResourceSelector
@@ -32,11 +33,22 @@ Pointer = Annotated[str, Pattern(POINTER_PATTERN, "a JSON pointer such as /metad
 
 @dataclass(frozen=True, kw_only=True)
 class PlaintextOverrider(Model):
-    """One RFC 6902 operation applied as written."""
+    """One RFC 6902 operation, applied as written or once per value a select picks."""
 
-    path: Pointer = prop("JSON pointer of the target field, e.g. /metadata/labels/team.", required=True)
+    path: Pointer = prop(
+        "JSON pointer of the target field, e.g. /metadata/labels/team; with select, #0, #1... are the "
+        "indexes (or keys) the select's [*], unions and filters took.", required=True)
     op: OverrideOperation = prop("add, replace or remove.", required=True)
     value: Any = prop("Any JSON value; not used by remove.")
+    select: str | None = prop("A KubeMod select: the operation is applied once per value it picks.")
+    value_template: str | None = prop("The value as text with {{ CEL }} placeholders (target, "
+                                      "namespace, selectedItem, selectKeyParts), read as YAML once "
+                                      "rendered; wins over value.")
+    lenient: bool = prop("KubeMod's leniency: a negative index counts from the end of the array (-1 "
+                         "appends when adding), add creates a missing array for it, remove of a "
+                         "missing path does nothing.", factory=bool)
+    rendered_cel: str | None = prop("CEL rendered from select and valueTemplate; written by the "
+                                    "controller, do not edit.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,6 +140,9 @@ class OverrideRule(Model):
     overriders: Overriders = prop("The changes to make.", required=True)
     failure_policy: FailurePolicy = prop("On an error: Fail denies the request, Ignore skips this "
                                          "rule.", default="Fail")
+    patch_last_applied: bool = prop("Also apply the rule's operations to the JSON in the "
+                                    "kubectl.kubernetes.io/last-applied-configuration annotation, "
+                                    "as KubeMod does.", factory=bool)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,3 +153,14 @@ class OverridePolicySpec(Model):
                                                       "matching); empty means every object.",
                                                       factory=list)
     override_rules: list[OverrideRule] = prop("Rules applied in order.", required=True, min_items=1)
+    match_conditions: list[MatchCondition] = prop("Conditions that must all hold for the policy to "
+                                                  "apply (checked once its selectors match).",
+                                                  factory=list)
+    rendered_match_conditions: str | None = prop("CEL rendered from matchConditions; written by the "
+                                                 "controller, do not edit.")
+    value_refs: dict[str, ResourceRefer] = prop("Values every request resolves once for the whole policy "
+                                                "(k8s, owner or http references): params.<name> in "
+                                                "matchConditions and rules, $.syntheticRefs.<name> in "
+                                                "selects.", factory=dict)
+    execution_tier: Int32 = prop("Lower tiers run first; a later tier is matched and applied against "
+                                 "the object earlier tiers produced.", factory=int)

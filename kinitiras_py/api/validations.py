@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Annotated
 
 from kinitiras_py.api.javascript import JavaScript
+from kinitiras_py.api.matching import MatchCondition
 from kinitiras_py.api.refs import ResourceRefer
 from kinitiras_py.api.schema import Model, OneOf, Pattern, prop
 from kinitiras_py.api.selectors import ResourceSelector
@@ -75,6 +76,9 @@ class ValidateRule(Model):
                                          "Allowed false refuses the request with Message.")
     message: str | None = prop("Why the request was refused when cel returns false (the template's "
                                "condition has its own message).")
+    message_template: str | None = prop("A rule with neither template nor cel refuses every request "
+                                        "its policy applies to (the policy's matchConditions decide), "
+                                        "with this message: text with {{ CEL }} placeholders.")
     rendered_cel: str | None = prop("CEL rendered from template; written by the controller, do not "
                                     "edit.")
     cue: str | None = prop("CUE program (kinitiras); refused at admission, use cel.")
@@ -95,3 +99,12 @@ class ValidatePolicySpec(Model):
                                                       factory=list)
     validate_rules: list[ValidateRule] = prop("Rules checked in order; the first denial wins.",
                                               required=True, min_items=1)
+    match_conditions: list[MatchCondition] = prop("Conditions that must all hold for the policy to "
+                                                  "apply (checked once its selectors match).",
+                                                  factory=list)
+    rendered_match_conditions: str | None = prop("CEL rendered from matchConditions; written by the "
+                                                 "controller, do not edit.")
+    value_refs: dict[str, ResourceRefer] = prop("Values every request resolves once for the whole policy "
+                                                "(k8s, owner or http references): params.<name> in "
+                                                "matchConditions and rules, $.syntheticRefs.<name> in "
+                                                "selects.", factory=dict)

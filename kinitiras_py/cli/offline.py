@@ -109,7 +109,7 @@ def _render(args: argparse.Namespace) -> int:
     if args.cel:
         for policy, from_configmaps in zip(compiled, kept, strict=True):
             for where, source in rendered_sources(policy) + from_configmaps:
-                sys.stdout.write(f"// {policy.ref}: {where}\n{source}")
+                sys.stdout.write(f"// {policy.ref}: {where}\n{source}" + ("" if source.endswith("\n") else "\n"))
         return 0
     sys.stdout.write(dump_yaml_all(with_rendered(doc, c) for doc, c in zip(docs, compiled, strict=True)))
     return 0

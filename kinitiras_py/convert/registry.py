@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import Obj
 
-CONVERTER_MODULES: tuple[str, ...] = ("kinitiras_py.convert.appmesh", "kinitiras_py.convert.jsadmissions")
+CONVERTER_MODULES: tuple[str, ...] = (
+    "kinitiras_py.convert.appmesh", "kinitiras_py.convert.jsadmissions", "kinitiras_py.convert.kubemod",
+)
 """Modules that register converters when imported (one per source system)."""
 
 

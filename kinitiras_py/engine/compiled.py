@@ -35,6 +35,10 @@ class OverrideRule:
     sidecar: SidecarRule | None = None
     """For a ``sidecar`` template: its group and, when kept in a ConfigMap, where (``rendered`` is
     then compiled per ConfigMap text on the request path)."""
+    fanout: dict[int, tuple[Program, int]] = field(default_factory=dict)
+    """Plaintext operations with select or valueTemplate, by index: their program and fan-out depth."""
+    last_applied: bool = False
+    """Apply the operations to the last-applied-configuration annotation too (KubeMod)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,15 @@ class CompiledPolicy:
     javascript_only: bool = False
     """Every rule is a ``javascript`` one and nothing else: the policy keeps js-admissions-controller's
     order (see :meth:`sort_key`)."""
+    conditions: Program | None = None
+    """``matchConditions`` rendered to one CEL bool; None when there are none."""
+    tier: int = 0
+    """``executionTier`` (override policies): lower tiers run first."""
+    refs: dict[str, Obj] = field(default_factory=dict)
+    """``valueRefs``: resolved once per request, ``params.<name>`` for conditions and every rule."""
+    rendered_fields: tuple[tuple[str, str], ...] = ()
+    """Other rendered CEL written back to the policy: (JSON pointer of the field, source), e.g.
+    ``/spec/renderedMatchConditions`` and the ``renderedCel`` of fanned-out plaintext operations."""
 
     @property
     def cluster_scoped(self) -> bool:
@@ -91,6 +104,11 @@ class CompiledPolicy:
         """How messages name this policy: ``OverridePolicy team-a/oversell``."""
         return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
 
+    def rendered_field_ops(self, doc: Obj) -> Patch:
+        """JSON patch ops writing :attr:`rendered_fields` into the policy ``doc`` where not current."""
+        return [{"op": "add", "path": pointer, "value": source} for pointer, source in self.rendered_fields
+                if _at(doc, pointer) != source]
+
     def sort_key(self) -> tuple[int, str, str]:
         """Cluster policies first, then namespaced; by name; namespace breaks ties.
 
@@ -101,6 +119,18 @@ class CompiledPolicy:
         if self.javascript_only:
             return (3 if self.cluster_scoped else 2, self.name, self.namespace or "")
         return (0 if self.cluster_scoped else 1, self.name, self.namespace or "")
+
+
+def _at(doc: Obj, pointer: str) -> object:
+    node: object = doc
+    for token in pointer.split("/")[1:]:
+        if isinstance(node, dict):
+            node = node.get(token)
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return None
+    return node
 
 
 def rule_applies(operations: frozenset[str] | None, operation: str) -> bool:

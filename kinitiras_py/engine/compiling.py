@@ -20,7 +20,7 @@ from typing import Any
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import CelCompileError, CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import jsrules, origin, selectors, sidecars
+from kinitiras_py.engine import jsrules, origin, policylevel, selectors, sidecars
 from kinitiras_py.engine.compiled import (
     CLUSTER_KINDS,
     CompiledPolicy,
@@ -29,6 +29,7 @@ from kinitiras_py.engine.compiled import (
     normalise_operations,
 )
 from kinitiras_py.engine.evaluation import cel
+from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.rendering import render
 
 CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
@@ -75,14 +76,23 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
             if built[1] is not None:
                 # One string per distinct rendered text: many policies render the same template alike.
                 rendered[i] = sys.intern(built[1])
+    refs = checker.run(policylevel.value_refs, _dict(spec.get("valueRefs"))) or {}
+    for name, ref in refs.items():
+        _check_http_secrets(checker, ref, f"spec.valueRefs.{name}")
+    conditions = checker.run(policylevel.match_conditions, checker, _list(spec.get("matchConditions")), refs,
+                             _compile_cel, _user_cel)
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:
         raise PolicyErrors(errors, ref)
+    tier = spec.get("executionTier") if not validating else 0
     return CompiledPolicy(
         kind=kind, name=str(meta.get("name", "")), namespace=namespace,
         uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 0),
         selectors=list(spec.get("resourceSelectors") or []), rules=tuple(rules), rendered=rendered,
         warnings=tuple(checker.warnings), javascript_only=bool(rules) and all(_javascript_only(r) for r in rules),
+        conditions=conditions,
+        tier=tier if isinstance(tier, int) and not isinstance(tier, bool) else 0,
+        rendered_fields=tuple(checker.rendered_fields), refs=refs,
     )
 
 
@@ -106,6 +116,8 @@ class _Checker:
         self.warnings: list[str] = []
         self.name = ""
         self.namespace: str | None = None
+        self.rendered_fields: list[tuple[str, str]] = []
+        """Rendered CEL other than the rules' renderedCel: (JSON pointer, source)."""
 
     def warn(self, path: str, message: str) -> None:
         """Record a warning naming the policy and the field."""
@@ -256,6 +268,16 @@ def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
     script = _javascript(checker, errors, over, jsrules.MUTATE, opath)
     plaintext = _list(over.get("plaintext"))
     errors += _check_plaintext(plaintext, f"{opath}.plaintext")
+    fanned: dict[int, tuple[cel.Program, int]] = {}
+    for j, op in enumerate(plaintext):
+        if isinstance(op, dict) and (op.get("select") is not None or op.get("valueTemplate") is not None):
+            where = f"{opath}.plaintext[{j}]"
+            made = checker.collect(errors, fanout.render, op, where)
+            program = made and checker.collect(errors, _compile_cel, made.source, where)
+            if made is not None and program is not None:
+                fanned[j] = (program, made.depth)
+                checker.rendered_fields.append(
+                    (f"/spec/overrideRules/{index}/overriders/plaintext/{j}/renderedCel", sys.intern(made.source)))
     entries = _list(over.get("origin"))
     errors += origin.validate_origin(entries, f"{opath}.origin")
     if not (template or over.get("cel") or "javascript" in over or plaintext or entries or over.get("cue")):
@@ -265,7 +287,8 @@ def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
     return OverrideRule(
         index=index, operations=normalise_operations(rule.get("targetOperations")),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cel=custom,
-        javascript=script, plaintext=plaintext, origin=entries, refs=refs, sidecar=sidecar,
+        javascript=script, plaintext=plaintext, origin=entries, refs=refs, sidecar=sidecar, fanout=fanned,
+        last_applied=rule.get("patchLastApplied") is True,
     ), source
 
 
@@ -368,8 +391,8 @@ def _check_plaintext(ops: list[Any], path: str) -> list[PolicyError]:
         target = op.get("path")
         if not isinstance(target, str) or (target and not target.startswith("/")):
             errors.append(PolicyError(f"{path}[{i}].path", f"must be a JSON pointer starting with '/'; got {target!r}"))
-        if op.get("op") in ("add", "replace") and "value" not in op:
-            errors.append(PolicyError(f"{path}[{i}].value", f"op {op.get('op')} needs a value"))
+        if op.get("op") in ("add", "replace") and "value" not in op and op.get("valueTemplate") is None:
+            errors.append(PolicyError(f"{path}[{i}].value", f"op {op.get('op')} needs a value (or a valueTemplate)"))
     return errors
 
 
@@ -396,6 +419,12 @@ def _condition_semantics(cond: Obj, path: str) -> list[PolicyError]:
         elif constant is not None and not _numeric(constant):
             errors.append(PolicyError(f"{path}.value", f"valueProcess needs a number, got {constant!r}"))
     return errors
+
+
+def _reject_source(text: str, path: str) -> str:
+    """CEL refusing the request with the rendered ``text`` as the reason."""
+    message = fanout.with_scope(fanout.template_cel(text, path), "null", ())
+    return f'{{"valid": false, "reason": {message}}}'
 
 
 def _numeric(value: JSON) -> bool:
@@ -441,8 +470,18 @@ def _validate_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
         custom = checker.collect(errors, _user_cel, rule["cel"], f"{path}.cel", _VALIDATE_RESULTS,
                                  "a validate rule must return a bool or a map {valid, reason}")
     script = _javascript(checker, errors, rule, jsrules.VALIDATE, path)
-    if not (template or rule.get("cel") or "javascript" in rule or rule.get("cue")):
-        errors.append(PolicyError(path, "no check: set template, cel or javascript"))
+    reject = rule.get("messageTemplate")
+    if isinstance(reject, str) and not (template or rule.get("cel") or "javascript" in rule or rule.get("cue")):
+        # A refusal of everything the policy applies to: its matchConditions do the checking.
+        source = checker.collect(errors, _reject_source, reject, f"{path}.messageTemplate")
+        if source is not None:
+            rendered = checker.collect(errors, _compile_cel, source, f"{path}.messageTemplate")
+    elif reject is not None:
+        errors.append(PolicyError(f"{path}.messageTemplate", "only for a rule with neither template, cel nor "
+                                  "javascript (use message, or return {valid, reason} from cel)"))
+    if not (template or rule.get("cel") or "javascript" in rule or rule.get("cue") or reject is not None):
+        errors.append(PolicyError(path, "no check: set template, cel or javascript (or messageTemplate alone, "
+                                        "to refuse whatever the policy's matchConditions select)"))
     actions = _list(rule.get("validationActions")) or ["Deny"]
     if "Deny" in actions and "Warn" in actions:
         errors.append(PolicyError(f"{path}.validationActions", "Deny and Warn together make no sense: pick one"))

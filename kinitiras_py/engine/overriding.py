@@ -16,9 +16,10 @@ from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError, RuleDenied, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import jsrules, origin, patchlog, sidecars
+from kinitiras_py.engine import jsrules, lastapplied, origin, patchlog, sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.engine.evaluation.cel import Bindings, Program
+from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, RuleId
 
 RuleKey = tuple[str, int]
@@ -45,6 +46,10 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
     """Apply one rule's overriders: rendered, cel, javascript, plaintext, origin. ``working`` is not
     modified.
 
+    A fanned-out plaintext operation (select, valueTemplate) runs its program against the
+    object as the operations before it left it. With ``patchLastApplied`` the operations made
+    are applied to the last-applied-configuration annotation too (:mod:`.lastapplied`).
+
     Each overrider sees the result of the previous one (kinitiras skipped plaintext when origin
     was present; we run all that are set). Returns the draft holding the result and where the
     rule changed it. ``bound``, when given, holds ``variables`` with ``working`` as the object,
@@ -52,17 +57,33 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
     read from a ConfigMap).
     """
     draft = patchlog.Draft(working)
+    applied: Patch = []
+    apply = draft.apply
+    if rule.last_applied:
+        def apply(ops: Patch) -> Any:
+            applied.extend(ops)
+            return draft.apply(ops)
     for program, what, answers in ((rendered or rule.rendered, "the rendered template", True),
                                    (rule.cel, "the cel rule", False)):
         if program is not None:
             inputs = bound if bound is not None and draft.doc is working else {**variables, "object": draft.doc}
-            draft.apply(_patch_ops(program.evaluate(inputs), what, answers))
+            apply(_patch_ops(program.evaluate(inputs), what, answers))
     if rule.javascript is not None:
-        draft.apply(jsrules.mutate_ops(rule.javascript, draft.doc, variables))
-    if rule.plaintext:
-        draft.apply(rule.plaintext)
+        apply(jsrules.mutate_ops(rule.javascript, draft.doc, variables))
+    if rule.plaintext and not rule.fanout:
+        apply(rule.plaintext)
+    elif rule.plaintext:
+        for j, op in enumerate(rule.plaintext):
+            made = rule.fanout.get(j)
+            if made is None:
+                apply([op])
+                continue
+            inputs = bound if bound is not None and draft.doc is working else {**variables, "object": draft.doc}
+            apply(fanout.operations(made[0].evaluate(inputs), op, made[1]))
     if rule.origin:
-        origin.apply_origin(draft.doc, rule.origin, policy.ref, rule.index, draft.apply)
+        origin.apply_origin(draft.doc, rule.origin, policy.ref, rule.index, apply)
+    if applied:
+        lastapplied.follow(draft, applied)
     return draft
 
 

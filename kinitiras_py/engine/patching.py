@@ -5,6 +5,10 @@ Applying follows RFC 6902 with two deliberate leniencies kept for kinitiras comp
 * ``replace`` of a missing *object* key behaves like ``add`` (array indexes must still exist);
 * ``remove`` of a missing path does nothing (kinitiras failed the request there; we don't).
 
+An operation carrying ``"lenient": true`` (KubeMod's patches) also takes negative array
+indexes, counted from the end (``-1`` appends when adding), and an add to ``-``/``-1``/``0`` of
+a missing array creates it.
+
 A caller may watch every change as it happens (``before``): :mod:`.patchlog` uses it to write
 copy-on-write and to record what it touched. The patches we *produce* for the API server,
 which applies them strictly, are built there.
@@ -211,11 +215,43 @@ def _operand(op: dict[str, Any], key: str) -> Any:
     return op[key]
 
 
+_NEGATIVE = re.compile(r"-[1-9][0-9]*")
+
+
+def _resolve_negative(doc: JSON, tokens: list[str], adding: bool) -> list[str]:
+    """KubeMod's indexes: negative ones count from the end of the array, ``-1`` being the last
+    item, or, as the target of an add, the position after it (so ``-1`` appends)."""
+    node = doc
+    out = list(tokens)
+    for depth, token in enumerate(tokens):
+        if isinstance(node, list) and _NEGATIVE.fullmatch(token):
+            final = depth == len(tokens) - 1
+            i = len(node) + int(token) + (1 if final and adding else 0)
+            if i < 0:
+                raise PatchError(f"index {token} is out of range for an array of {len(node)}")
+            out[depth] = str(i)
+        node = _get(node, [out[depth]]) if isinstance(node, dict | list) else _MISSING
+        if node is _MISSING:
+            break
+    return out
+
+
+def _lenient_add(doc: JSON, tokens: list[str], value: JSON, before: Before) -> JSON:
+    """An add where the array to append to may be missing: it is created holding the value."""
+    if len(tokens) >= 2 and tokens[-1] in ("-", "-1", "0") and _get(doc, tokens[:-1]) is _MISSING:
+        return _add(before(doc, "add", tokens[:-1]), tokens[:-1], [value])
+    return _add(before(doc, "add", tokens), tokens, value)
+
+
 def _apply_one(doc: JSON, op: dict[str, Any], before: Before) -> JSON:
     name = op.get("op")
     if name not in _OPS:
         raise PatchError(f"unknown operation {name!r}")
     tokens = _split(_operand(op, "path"))
+    if op.get("lenient") is True and name in ("add", "remove", "replace"):
+        tokens = _resolve_negative(doc, tokens, name == "add")
+        if name == "add":
+            return _lenient_add(doc, tokens, _clone(_operand(op, "value")), before)
     if name == "add":
         value = _clone(_operand(op, "value"))
         return _add(before(doc, "add", tokens), tokens, value)

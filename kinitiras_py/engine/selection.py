@@ -159,6 +159,8 @@ class PolicyIndex:
         self._entries_of: dict[str, tuple[Entry, ...]] = {}
         self._buckets: dict[BucketKey, _Bucket] = {}
         self._cache: dict[tuple[str, str, str], _Found] = {}
+        self._tiers: dict[int, int] = {}
+        """How many policies each execution tier holds."""
         for policy in policies:
             self.put(policy)
 
@@ -175,6 +177,7 @@ class PolicyIndex:
         self.remove(policy.kind, policy.namespace, policy.name)
         key = self.key(policy)
         self._by_key[key] = policy
+        self._tiers[policy.tier] = self._tiers.get(policy.tier, 0) + 1
         self._entries_of[key] = tuple(_entries(policy))  # a tuple holds them in a quarter of a set's memory
         for bucket, guard in self._entries_of[key]:
             self._buckets.setdefault(bucket, _Bucket()).add(guard, key, policy)
@@ -183,14 +186,22 @@ class PolicyIndex:
     def remove(self, kind: str, namespace: str | None, name: str) -> None:
         """Drop a policy if present."""
         key = f"{kind}/{namespace or ''}/{name}"
-        if self._by_key.pop(key, None) is None:
+        gone = self._by_key.pop(key, None)
+        if gone is None:
             return
+        self._tiers[gone.tier] -= 1
+        if not self._tiers[gone.tier]:
+            del self._tiers[gone.tier]
         for bucket_key, guard in self._entries_of.pop(key, ()):
             bucket = self._buckets[bucket_key]
             bucket.discard(guard, key)
             if not bucket:
                 del self._buckets[bucket_key]
         self._cache.clear()
+
+    def tiers(self) -> list[int]:
+        """The execution tiers the policies are in, lowest first ([0] or [] for most setups)."""
+        return sorted(self._tiers)
 
     def get(self, kind: str, namespace: str | None, name: str) -> CompiledPolicy | None:
         """The policy with this identity, or None."""

@@ -16,7 +16,8 @@ from kinitiras_py.offline.static import StaticStore
 
 
 def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
-    """JSON patch ops setting ``renderedCel`` of every templated rule; none when already current."""
+    """JSON patch ops setting ``renderedCel`` of every templated rule, and the other rendered fields
+    (``renderedMatchConditions``, fanned-out plaintext operations); none when already current."""
     field = "validateRules" if compiled.validating else "overrideRules"
     ops: Patch = []
     for index, source in sorted(compiled.rendered.items()):
@@ -28,7 +29,7 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
     for index in sidecars.kept_in_configmaps(compiled):
         if "renderedCel" in (doc["spec"][field][index].get("overriders") or {}):
             ops.append({"op": "remove", "path": f"/spec/{field}/{index}/overriders/renderedCel"})
-    return ops
+    return ops + compiled.rendered_field_ops(doc)
 
 
 def with_rendered(doc: Obj, compiled: CompiledPolicy) -> Obj:
@@ -43,7 +44,16 @@ def rendered_sources(compiled: CompiledPolicy) -> list[tuple[str, str]]:
     """``(field path, CEL source)`` of every templated rule, in rule order."""
     field = "validateRules" if compiled.validating else "overrideRules"
     where = "" if compiled.validating else ".overriders"
-    return [(f"spec.{field}[{i}]{where}.renderedCel", source) for i, source in sorted(compiled.rendered.items())]
+    found = [(f"spec.{field}[{i}]{where}.renderedCel", source) for i, source in sorted(compiled.rendered.items())]
+    return found + [(_field_path(pointer), source) for pointer, source in compiled.rendered_fields]
+
+
+def _field_path(pointer: str) -> str:
+    """``/spec/overrideRules/0/overriders/plaintext/1/renderedCel`` as ``spec.overrideRules[0]...``."""
+    out = ""
+    for token in pointer.split("/")[1:]:
+        out += f"[{token}]" if token.isdigit() else f".{token}" if out else token
+    return out
 
 
 def configmap_sources(compiled: CompiledPolicy, context: Sequence[Obj]) -> list[tuple[str, str]]:

@@ -243,3 +243,38 @@ def sidecar_policies(draw: st.DrawFn) -> Any:
 @given(sidecar_policies())
 def test_sidecar_templates_are_accepted_or_refused_by_field(policy: Any) -> None:
     check(policy)
+
+
+SELECT_TEXT = TEXT | st.sampled_from(["$.kind", "$.a[*].b", "$..x", "$.a[? @.b == 1]", "length($.a) > 0",
+                                      "$.syntheticRefs.node.x", "$.syntheticRefs.namespace", "$.a[", "@.a"])
+
+
+@st.composite
+def kubemod_fields_with_odd_text(draw: st.DrawFn) -> Any:
+    """matchConditions, fanned-out plaintext, value and message templates holding any text: what
+    the select parser and the template splitter turn into CEL."""
+    condition = draw(st.sampled_from([
+        {"select": draw(SELECT_TEXT), "matchValue": draw(TEXT)},
+        {"select": draw(SELECT_TEXT), "matchRegex": draw(TEXT), "matchFor": "All", "negate": True},
+        {"select": draw(SELECT_TEXT), "matchValues": [draw(TEXT)]},
+        {"expression": draw(TEXT)},
+    ]))
+    spec: dict[str, Any] = {"matchConditions": [condition]}
+    if draw(st.booleans()):
+        spec["valueRefs"] = {draw(st.sampled_from(["node", "x y", "namespace"])): {
+            "from": "k8s", "k8s": {"apiVersion": "v1", "kind": "Node", "name": draw(TEXT)}}}
+    if draw(st.booleans()):
+        op = {"op": draw(st.sampled_from(["add", "replace", "remove"])), "path": draw(TEXT), "lenient": True,
+              "select": draw(SELECT_TEXT), "valueTemplate": draw(TEXT | st.just("{{ selectedItem }}"))}
+        spec.update(executionTier=draw(st.integers(-3, 3)),
+                    overrideRules=[{"patchLastApplied": True, "overriders": {"plaintext": [op]}}])
+        kind = "ClusterOverridePolicy"
+    else:
+        spec["validateRules"] = [{"messageTemplate": draw(TEXT | st.just("{{ target.metadata.name }}"))}]
+        kind = "ClusterValidatePolicy"
+    return {"apiVersion": policies.API_VERSION, "kind": kind, "metadata": {"name": "p"}, "spec": spec}
+
+
+@given(kubemod_fields_with_odd_text())
+def test_kubemod_fields_with_any_text_are_accepted_or_refused_by_field(policy: Any) -> None:
+    check(policy)

@@ -37,6 +37,10 @@ Kinitiras helpers
     They take and return small values: every call converts its arguments, so the templates walk
     the object in CEL and never pass it (or a container) to one of them.
 
+KubeMod helpers
+    ``kubemod.printed``, ``template.text``, ``template.goText``, ``template.goQuote``,
+    ``yaml.decode`` and ``regexReplaceAll``, for rules brought from KubeMod (:mod:`.kubemodlib`).
+
 Regular expressions in ``find``/``findAll`` are Python's ``re`` (Kubernetes uses Go's RE2, as the
 built-in ``matches`` does here): the common syntax agrees, but ``re`` also accepts
 backreferences and look-around and can backtrack for a long time on hostile patterns.
@@ -53,7 +57,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import builtins
+from kinitiras_py.engine.evaluation import builtins, kubemodlib
 from kinitiras_py.engine.evaluation.quantity import Format, Quantity, is_quantity
 
 Kind = Literal["any", "dyn", "bool", "int", "double", "string", "list"]
@@ -337,5 +341,15 @@ _HELPERS = (
     _helper("cond.process", builtins.arithmetic, ("any", "string", "string")),
 )
 
-FUNCTIONS: tuple[Function, ...] = _QUANTITY + _STRINGS + _LISTS + _HELPERS
+_KUBEMOD = (
+    _fn("kubemod.printed", *(Overload(f"kubemod_printed_{kind}", (kind,), "string", kubemodlib.go_printed)
+                              for kind in ("int", "double", "bool"))),
+    _helper("template.text", kubemodlib.template_text, ("any",), "string"),
+    _helper("template.goText", kubemodlib.go_text, ("any",), "string"),
+    _helper("template.goQuote", kubemodlib.go_quote, ("any",), "string"),
+    _helper("yaml.decode", kubemodlib.yaml_decode, ("string",)),
+    _helper("regexReplaceAll", kubemodlib.regex_replace_all, ("string", "string", "string"), "string"),
+)
+
+FUNCTIONS: tuple[Function, ...] = _QUANTITY + _STRINGS + _LISTS + _HELPERS + _KUBEMOD
 """Every function of the library, registered by :mod:`.cel`."""

@@ -205,6 +205,11 @@ def _scalar(vals: list[Val]) -> tuple[float, Val]:
     return _converted(vals, Val(1, 64))
 
 
+def _printed(_vals: list[Val]) -> tuple[float, Val]:
+    # Declared for int, double and bool only: its argument is one number or boolean.
+    return CALL + CONVERSION * 128, Val(1, 64)
+
+
 def _quantity(vals: list[Val]) -> tuple[float, Val]:
     cost, result = _scalar(vals)
     return cost + QUANTITY * len([v for v in vals if v.items != 0]), result
@@ -238,11 +243,12 @@ FUNCTIONS: dict[str, Rule] = {
                      "sub", "asInteger", "isInteger", "asApproximateFloat", "scale", "canonical"), _quantity),
     **dict.fromkeys(("jsonpatch.escapeKey", "cond.equal", "cond.isIn", "cond.compare", "cond.process",
                      "workload.podSpecPath"), _scalar),
+    "kubemod.printed": _printed,
 }
 
 
 LENGTH_FREE: frozenset[Rule] = frozenset((_traverse, _scan, _prefix, _pass, _index, _cheap, _regex, default, _range,
-                                          _listed, _scalar, _quantity))
+                                          _listed, _scalar, _quantity, _printed))
 """Rules whose cost and result do not depend on the entries of request data they are given (bytes
 are checked separately; ``_pass`` and ``_index`` hand the value on, paths included): the request
 paths of the arguments of any other rule are measured before an evaluation."""

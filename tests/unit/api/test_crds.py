@@ -151,9 +151,11 @@ def test_every_property_is_described(kind: str) -> None:
 OVERRIDE_ANY_JSON = {"spec.overrideRules[].overriders.plaintext[].value",
                      "spec.overrideRules[].overriders.template.valueRef.http.body",
                      "spec.overrideRules[].overriders.template.sidecar.values{}",
-                     "spec.overrideRules[].overriders.template.sidecar.valueRefs{}.http.body"}
+                     "spec.overrideRules[].overriders.template.sidecar.valueRefs{}.http.body",
+                     "spec.valueRefs{}.http.body"}
 VALIDATE_ANY_JSON = {"spec.validateRules[].template.condition.dataRef.http.body",
-                     "spec.validateRules[].template.condition.valueRef.http.body"}
+                     "spec.validateRules[].template.condition.valueRef.http.body",
+                     "spec.valueRefs{}.http.body"}
 
 
 @pytest.mark.parametrize(("kind", "expected"), [

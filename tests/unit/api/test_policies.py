@@ -70,6 +70,9 @@ def test_there_is_one_example_per_kinitiras_shape_plus_ours() -> None:
         "extended/cop-http-secret.yaml", "extended/override-cel-origin.yaml",
         "extended/validate-warn-cel.yaml", "extended/override-javascript.yaml",
         "extended/validate-javascript.yaml", "extended/override-sidecar.yaml",
+        "kubemod/sidecar-injection.yaml", "kubemod/container-ports.yaml", "kubemod/namespace-label.yaml",
+        "kubemod/reject-external-ips.yaml", "kubemod/tiers-1-private-registry.yaml",
+        "kubemod/tiers-2-pull-secret.yaml",
     }
 
 

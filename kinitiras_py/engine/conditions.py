@@ -1,0 +1,61 @@
+"""``matchConditions``: which of the policies whose selectors match an object also apply to it.
+
+Evaluated after selection, so only for policies already selected, once per policy per request,
+against variables bound once. A condition that cannot be evaluated (a CEL error, a result that
+is not a bool) becomes an error of each of the policy's rules, which its failurePolicy then
+handles, as Kubernetes does for a webhook's matchConditions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kinitiras_py.base.errors import KinitirasError
+from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.evaluation.cel import Bindings
+
+RuleKey = tuple[str, int]
+
+
+def needed(matches: Iterable[tuple[CompiledPolicy, Any]]) -> bool:
+    """Whether any of the matched policies has conditions."""
+    return any(policy.conditions is not None for policy, _ in matches)
+
+
+def apply(matches: list[tuple[CompiledPolicy, Any]], variables: Mapping[str, Any],
+          params: Mapping[str, dict[str, Any]] | None = None, failed: Mapping[str, str] | None = None
+          ) -> tuple[list[tuple[CompiledPolicy, Any]], dict[RuleKey, str]]:
+    """The matches whose policy's conditions hold, and an error per rule whose policy's failed.
+
+    ``params`` holds each policy's resolved ``valueRefs`` by policy ref, ``failed`` the policies
+    whose references could not be resolved (their conditions then fail the same way).
+    """
+    params = params or {}
+    failed = failed or {}
+    shared = Bindings({**variables, "params": {}})
+    outcome: dict[int, bool | str] = {}
+    kept: list[tuple[CompiledPolicy, Any]] = []
+    errors: dict[RuleKey, str] = {}
+    for policy, rule in matches:
+        program = policy.conditions
+        if program is None:
+            kept.append((policy, rule))
+            continue
+        found = outcome.get(id(policy))
+        if found is None and policy.ref in failed:
+            found = outcome[id(policy)] = failed[policy.ref]
+        if found is None:
+            own = params.get(policy.ref)
+            try:
+                result = program.evaluate({**variables, "params": own} if own else shared)
+                found = result if isinstance(result, bool) else f"matchConditions returned {result!r}, not a bool"
+            except (KinitirasError, ValueError, TypeError) as e:
+                found = f"matchConditions could not be evaluated: {e}"
+            outcome[id(policy)] = found
+        if found is True:
+            kept.append((policy, rule))
+        elif isinstance(found, str):
+            kept.append((policy, rule))
+            errors[(policy.ref, rule.index)] = found
+    return kept, errors

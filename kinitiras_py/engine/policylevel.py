@@ -1,0 +1,90 @@
+"""The parts of a policy's spec that apply to the policy as a whole, checked and compiled:
+``valueRefs`` (references resolved once per request) and ``matchConditions`` (rendered into one
+CEL bool, stored as ``renderedMatchConditions``).
+
+The CEL compilers are passed in by :mod:`.compiling`, which owns their caching and the checks
+every user expression gets.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kinitiras_py.base.errors import PolicyError, PolicyErrors
+from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.evaluation import cel
+from kinitiras_py.engine.kubemod import criteria
+
+FETCHED_SOURCES = ("k8s", "owner", "http")
+CONDITION_RESULTS = ("BOOL", "DYN")
+RENDERED_POINTER = "/spec/renderedMatchConditions"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SYNTHETIC = re.compile(r"syntheticRefs\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*['\"]([^'\"]*)['\"])")
+
+CompileCel = Callable[[str, str], cel.Program]
+"""(source, field path) → program, or PolicyErrors naming the field."""
+UserCel = Callable[[str, str, tuple[str, ...], str], cel.Program]
+"""(source, field path, accepted result types, what the expression must return) → program."""
+
+
+class Collector(Protocol):
+    """What of the policy checker these checks use."""
+
+    rendered_fields: list[tuple[str, str]]
+
+    def collect(self, errors: list[PolicyError], fn: Any, *args: Any) -> Any:
+        """Call ``fn``; its PolicyError(s) go to ``errors`` and None is returned."""
+
+
+def value_refs(refs: Obj) -> dict[str, Obj]:
+    """``spec.valueRefs``: identifiers naming references that are fetched (k8s, owner, http)."""
+    errors = []
+    for name, ref in refs.items():
+        path = f"spec.valueRefs.{name}"
+        if not isinstance(ref, dict):
+            continue
+        if not _NAME.fullmatch(name):
+            errors.append(PolicyError(path, "a name must be an identifier (it is read as params.<name>)"))
+        if name == "namespace":
+            errors.append(PolicyError(path, "namespace is the request's Namespace already (namespaceObject)"))
+        if ref.get("from") not in FETCHED_SOURCES:
+            errors.append(PolicyError(f"{path}.from", "only k8s, owner and http are fetched; rules read the "
+                                                      "current and old object as object and oldObject"))
+    if errors:
+        raise PolicyErrors(errors)
+    return dict(refs)
+
+
+def match_conditions(checker: Collector, conditions: list[Any], refs: dict[str, Obj], compile_cel: CompileCel,
+                     user_cel: UserCel) -> cel.Program | None:
+    """``spec.matchConditions`` as one program (None without any); its source is recorded as
+    ``renderedMatchConditions``. Raises PolicyErrors naming each bad condition's field."""
+    path = "spec.matchConditions"
+    errors: list[PolicyError] = []
+    for i, condition in enumerate(conditions):
+        if isinstance(condition, dict) and isinstance(condition.get("expression"), str):
+            checker.collect(errors, user_cel, condition["expression"], f"{path}[{i}].expression",
+                            CONDITION_RESULTS, "a match condition must return a bool")
+        elif isinstance(condition, dict) and isinstance(condition.get("select"), str):
+            for m in _SYNTHETIC.finditer(condition["select"]):
+                name = m.group(1) or m.group(2)
+                if name != "namespace" and name not in refs:
+                    errors.append(PolicyError(f"{path}[{i}].select", f"$.syntheticRefs.{name} is neither the "
+                                              "namespace nor one of the policy's valueRefs"))
+            # Alone first, so that a select whose CEL costs too much is refused at its own field.
+            source = checker.collect(errors, criteria.criterion, condition, f"{path}[{i}]")
+            if source is not None:
+                checker.collect(errors, compile_cel, source, f"{path}[{i}].select")
+    if errors:
+        raise PolicyErrors(errors)
+    source, problems = criteria.render([c for c in conditions if isinstance(c, dict)], path)
+    if problems:
+        raise PolicyErrors(problems)
+    if source is None:
+        return None
+    program = compile_cel(source, path)
+    checker.rendered_fields.append((RENDERED_POINTER, sys.intern(source)))
+    return program
