@@ -29,7 +29,7 @@ from kinitiras_py.engine.compiled import (
     normalise_operations,
 )
 from kinitiras_py.engine.evaluation import cel
-from kinitiras_py.engine.rendering import render
+from kinitiras_py.engine.rendering import injecting, render
 
 CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
                "Write the rule in CEL with the `cel` field instead")
@@ -74,12 +74,15 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
             if built[1] is not None:
                 # One string per distinct rendered text: many policies render the same template alike.
                 rendered[i] = sys.intern(built[1])
+    if any(getattr(rule, "inject", None) for rule in rules):
+        checker.run(injecting.check_marker, kind, str(meta.get("name", "")))
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:
         raise PolicyErrors(errors, ref)
     return CompiledPolicy(
         kind=kind, name=str(meta.get("name", "")), namespace=namespace,
         uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 0),
+        resource_version=str(meta.get("resourceVersion") or ""),
         selectors=list(spec.get("resourceSelectors") or []), rules=tuple(rules), rendered=rendered,
         warnings=tuple(checker.warnings),
     )
@@ -245,12 +248,16 @@ def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
     errors += origin.validate_origin(entries, f"{opath}.origin")
     if not (template or over.get("cel") or plaintext or entries or over.get("cue")):
         errors.append(PolicyError(opath, "no overrider: set template, cel, plaintext or origin"))
+    inject = injecting.on_conflict(template)
+    if inject is not None:
+        errors += injecting.rule_problems(rule, opath)
     if errors:
         raise PolicyErrors(errors)
+    operations = rule.get("targetOperations")
     return OverrideRule(
-        index=index, operations=normalise_operations(rule.get("targetOperations")),
+        index=index, operations=normalise_operations(operations or (["CREATE"] if inject else None)),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cel=custom,
-        plaintext=plaintext, origin=entries, refs=refs,
+        plaintext=plaintext, origin=entries, refs=refs, inject=inject,
     ), source
 
 

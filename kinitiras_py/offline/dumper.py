@@ -37,6 +37,10 @@ def ambiguous(text: str) -> bool:
 class _Dumper(yaml.SafeDumper):
     """Safe YAML whose strings read back as strings everywhere."""
 
+    def ignore_aliases(self, data: Any) -> bool:
+        """Write shared values out in full (a patch shares its values with the object): no anchors."""
+        return True
+
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     if _BREAKS.search(value) or ambiguous(value):

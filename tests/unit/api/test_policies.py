@@ -181,7 +181,7 @@ EXPECTED_INVALID = {
     "bad-template-type.yaml": [
         ("spec.overrideRules[1].overriders.template.type",
          'unsupported value "annotation": must be one of annotations, labels, resources, '
-         "resourcesOversell, tolerations, affinity")],
+         "resourcesOversell, tolerations, affinity, inject")],
     "bad-validation-actions.yaml": [
         ("spec.validateRules[0].validationActions[1]",
          'unsupported value "Block": must be one of Deny, Warn, Audit')],
