@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import Obj
 
-CONVERTER_MODULES: tuple[str, ...] = ()
+CONVERTER_MODULES: tuple[str, ...] = ("kinitiras_py.convert.podpreset",)
 """Modules that register converters when imported (one per source system)."""
 
 

@@ -107,7 +107,7 @@ def _conflicts(plans: list[_Plan]) -> dict[tuple[frozenset[int], str], list[str]
     for i, plan in enumerate(plans):
         for claim in plan.claims:
             if claim.get("clash") and not claim.get("present"):
-                what = f"{claim['field']} {claim['keys'][0]} (the pod has another value)"
+                what = f"{claim['field']} {' / '.join(claim['keys'])} (the pod holds it with another value)"
                 found[(frozenset([i]), what)].append(str(claim.get("where")))
             for key in claim.get("keys") or ():
                 groups[(str(claim["list"]), key)].append((i, claim))
