@@ -6,8 +6,8 @@ overriders, and kinitiras' CUE fields kept so its YAML applies unchanged)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from kinitiras_py.api.core import Affinity, ResourceRequirements, Toleration, TopologySpreadConstraint

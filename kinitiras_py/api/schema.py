@@ -300,6 +300,8 @@ def _at_least(count: int) -> str:
 
 
 def _join(path: str, key: str) -> str:
+    if not key:  # a model's problems() about the model as a whole
+        return path
     return f"{path}.{key}" if path else key
 
 

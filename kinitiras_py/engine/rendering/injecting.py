@@ -92,8 +92,8 @@ def render_inject(template: Obj, path: str, render: Callable[..., str]) -> str:
         entries = block.get(field) or []
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise PolicyError(f"{path}.inject.{field}", "must be a list of objects")
-        items[field] = [{"value": defaulted(field, entry), "keys": item_keys(field, entry), "match": _MATCHES[field](entry)}
-                        for entry in entries]
+        items[field] = [{"value": defaulted(field, entry), "keys": item_keys(field, entry),
+                         "match": _MATCHES[field](entry)} for entry in entries]
     if not any(items.values()):
         raise PolicyError(f"{path}.inject", "nothing to inject: set env, envFrom, volumeMounts or volumes")
     return render("inject.cel.j2", names=template.get("containerNames") or [], items=items,

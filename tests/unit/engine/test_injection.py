@@ -13,8 +13,8 @@ import pytest
 from kinitiras_py.engine import overriding, workloads
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.engine.results import Mutation
+from kinitiras_py.engine.selection import PolicyIndex
 
 Obj = dict[str, Any]
 DB_PORT = {"name": "DB_PORT", "value": "6379"}
@@ -24,7 +24,8 @@ MARK = "policy.kcloudlabs.io/inject-"
 
 
 def policy(name: str, inject: Obj, *, kind: str = "OverridePolicy", names: list[str] | None = None,
-           operations: list[str] | None = None, rv: str = "7", kinds: tuple[tuple[str, str], ...] = ()) -> CompiledPolicy:
+           operations: list[str] | None = None, rv: str = "7",
+           kinds: tuple[tuple[str, str], ...] = ()) -> CompiledPolicy:
     template: Obj = {"type": "inject", "inject": inject}
     if names:
         template["containerNames"] = names
@@ -156,7 +157,8 @@ def test_override_of_a_mount_clashing_with_two_items_replaces_one_and_removes_th
                                                            {"name": "keep", "mountPath": "/keep"},
                                                            {"name": "other", "mountPath": "/cache"}]}])
     result = mutate([policy("db", {"volumeMounts": [CACHE_MOUNT], "onConflict": "Override"})], obj)
-    assert result.object["spec"]["containers"][0]["volumeMounts"] == [CACHE_MOUNT, {"name": "keep", "mountPath": "/keep"}]
+    mounts = result.object["spec"]["containers"][0]["volumeMounts"]
+    assert mounts == [CACHE_MOUNT, {"name": "keep", "mountPath": "/keep"}]
 
 
 def test_envfrom_conflict_never_drops_the_containers_envfrom() -> None:
@@ -309,8 +311,8 @@ def test_a_deployments_pods_are_injected_once_when_the_policy_selects_both() -> 
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "myns"},
                   "spec": {"template": {"metadata": {"labels": {"app": "d"}}, "spec": pod()["spec"]}}}
     template = mutate([p], deployment).object["spec"]["template"]
-    created = {"apiVersion": "v1", "kind": "Pod", "metadata": {**template["metadata"], "name": "d-1", "namespace": "myns"},
-               "spec": template["spec"]}
+    created = {"apiVersion": "v1", "kind": "Pod", "spec": template["spec"],
+               "metadata": {**template["metadata"], "name": "d-1", "namespace": "myns"}}
     result = mutate([p], created)
     assert result.patch == []
     assert result.object["spec"]["containers"][0]["env"] == [DB_PORT]
