@@ -104,13 +104,20 @@ def _conflicts(plans: list[_Plan]) -> dict[tuple[frozenset[int], str], list[str]
     """(plans involved, what) → where, for every conflict with the pod or between plans."""
     found: dict[tuple[frozenset[int], str], list[str]] = defaultdict(list)
     groups: dict[tuple[str, str], list[tuple[int, Obj]]] = defaultdict(list)
+    # Every plan clashing with one item of the pod is involved in that item's conflict: were one
+    # of them to replace it (Override) while another is skipped, the next invocation would differ.
+    held: dict[tuple[str, int], list[tuple[int, Obj]]] = defaultdict(list)
     for i, plan in enumerate(plans):
         for claim in plan.claims:
-            if claim.get("clash") and not claim.get("present"):
-                what = f"{claim['field']} {' / '.join(claim['keys'])} (the pod holds it with another value)"
-                found[(frozenset([i]), what)].append(str(claim.get("where")))
+            if not claim.get("present"):
+                for index in claim.get("clash") or ():
+                    held[(str(claim["list"]), int(index))].append((i, claim))
             for key in claim.get("keys") or ():
                 groups[(str(claim["list"]), key)].append((i, claim))
+    for entries in held.values():
+        items = dict.fromkeys(f"{claim['field']} {' / '.join(claim['keys'])}" for _, claim in entries)
+        what = f"{'; '.join(items)} (the pod holds {'it' if len(items) == 1 else 'them'} with another value)"
+        found[(frozenset(i for i, _ in entries), what)].append(str(entries[0][1].get("where")))
     for (_, key), entries in groups.items():
         if len({_canon(claim["value"]) for _, claim in entries}) > 1:
             involved = frozenset(i for i, _ in entries)
