@@ -25,6 +25,10 @@ VOLUME_SOURCES = (
     "portworxVolume", "projected", "quobyte", "rbd", "scaleIO", "secret", "storageos", "vsphereVolume",
 )
 """The volume sources of core/v1 ``Volume`` (exactly one is set)."""
+MAX_VOLUME_DEPTH = 12
+"""Deepest nesting of objects and lists in a volume (the deepest core/v1 source, an ephemeral
+volume's claim template selector, has 8): the volume is written into CEL, whose parser stops at
+32 levels for the whole expression."""
 
 EnvName = Annotated[str, Pattern(ENV_NAME_PATTERN, "a C identifier-like environment variable name "
                                                    "(letters, digits, '_', '-', '.'; not starting with a digit)")]
@@ -148,8 +152,32 @@ class Volume(Model):
                 yield str(key), f"unknown volume source: must be one of {', '.join(VOLUME_SOURCES)}"
             elif not isinstance(self.raw[key], dict):
                 yield str(key), "must be of type object"
+            elif (depth := _depth(self.raw)) > MAX_VOLUME_DEPTH:
+                yield str(key), f"the volume nests {depth} levels deep; at most {MAX_VOLUME_DEPTH} are supported"
+            elif (number := _huge_integer(self.raw[key])) is not None:
+                yield str(key), f"{number} is out of the range of a 64-bit integer"
         if not sources:
             yield "", "a volume needs a source, e.g. emptyDir: {} or configMap: {name: ...}"
         elif len(sources) > 1:
             yield "", f"a volume has exactly one source, got {', '.join(map(str, sources))}"
 
+
+
+def _depth(value: object) -> int:
+    """Levels of objects and lists in ``value`` (a scalar is 0)."""
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def _huge_integer(value: object) -> int | None:
+    """An integer in ``value`` that no 64-bit integer holds (the API server would refuse it), or None."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return next((n for n in map(_huge_integer, value) if n is not None), None)
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        return value
+    return None

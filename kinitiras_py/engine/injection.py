@@ -20,6 +20,7 @@ policies' own items and list indexes, never the object.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,8 +97,17 @@ def _plans(rules: list[tuple[CompiledPolicy, OverrideRule]], inputs: Bindings | 
             out.errors.append((policy, rule, str(e)))
             continue
         if result.get("apply"):
-            plans.append(_Plan(policy, rule, str(result.get("podSpec") or ""), result["claims"]))
+            plans.append(_Plan(policy, rule, str(result.get("podSpec") or ""), list(_flat(result["claims"]))))
     return plans
+
+
+def _flat(claims: JSON) -> Iterator[Obj]:
+    """The claims of a plan, nested by field, container and item, in that order."""
+    if isinstance(claims, dict):
+        yield claims
+    elif isinstance(claims, list):
+        for item in claims:
+            yield from _flat(item)
 
 
 def _conflicts(plans: list[_Plan]) -> dict[tuple[frozenset[int], str], list[str]]:

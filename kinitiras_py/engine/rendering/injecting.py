@@ -17,7 +17,6 @@ from typing import Any
 
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine.rendering.environment import cel_string
 
 EXCLUDE_ANNOTATIONS = ("podpreset.admission.kubernetes.io/exclude", "policy.kcloudlabs.io/inject-exclude")
 """A pod (or pod template) annotated with either, set to "true", is left alone by every inject rule."""
@@ -61,29 +60,23 @@ def defaulted(field: str, item: Obj) -> Obj:
     return out
 
 
-def _same_key(key: str, value: JSON) -> str:
-    return f"x[?{cel_string(key)}] == optional.of({cel_string(str(value))})"
+def _spec(field: str, item: Obj) -> dict[str, Any]:
+    """What the template needs of one item: its value as stored, its keys, how to find it in a pod."""
+    from kinitiras_py.api.injection import item_keys
 
-
-def _match_env_from(item: Obj) -> str:
-    source = "configMapRef" if isinstance(item.get("configMapRef"), dict) else "secretRef"
-    name = cel_string(str(item[source].get("name")))
-    return (f"x[?{cel_string(source)}].optFlatMap(r, type(r) == map ? r[?\"name\"] : optional.none()) "
-            f"== optional.of({name}) && x[?\"prefix\"].orValue(\"\") == {cel_string(str(item.get('prefix') or ''))}")
-
-
-_MATCHES: dict[str, Callable[[Obj], str]] = {
-    "env": lambda item: _same_key("name", item["name"]),
-    "envFrom": _match_env_from,
-    "volumeMounts": lambda item: f"({_same_key('name', item['name'])} || {_same_key('mountPath', item['mountPath'])})",
-    "volumes": lambda item: _same_key("name", item["name"]),
-}
+    spec: dict[str, Any] = {"value": defaulted(field, item), "keys": item_keys(field, item)}
+    if field == "envFrom":
+        spec["source"] = "configMapRef" if isinstance(item.get("configMapRef"), dict) else "secretRef"
+        spec["name"] = str(item[spec["source"]].get("name"))
+        spec["prefix"] = str(item.get("prefix") or "")
+    else:
+        # (key, value) pairs; an item of the pod with any of them holds one of the item's keys
+        spec["match"] = [[key, item.get(key)] for key in ("name", "mountPath") if key in item]
+    return spec
 
 
 def render_inject(template: Obj, path: str, render: Callable[..., str]) -> str:
     """CEL source of an inject template (``render`` renders a template file with a context)."""
-    from kinitiras_py.api.injection import item_keys
-
     block = template.get("inject")
     if not isinstance(block, dict):
         raise PolicyError(f"{path}.inject", "type inject needs inject (env, envFrom, volumeMounts or volumes)")
@@ -92,8 +85,7 @@ def render_inject(template: Obj, path: str, render: Callable[..., str]) -> str:
         entries = block.get(field) or []
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise PolicyError(f"{path}.inject.{field}", "must be a list of objects")
-        items[field] = [{"value": defaulted(field, entry), "keys": item_keys(field, entry),
-                         "match": _MATCHES[field](entry)} for entry in entries]
+        items[field] = [_spec(field, entry) for entry in entries]
     if not any(items.values()):
         raise PolicyError(f"{path}.inject", "nothing to inject: set env, envFrom, volumeMounts or volumes")
     return render("inject.cel.j2", names=template.get("containerNames") or [], items=items,

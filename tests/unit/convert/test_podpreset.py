@@ -164,3 +164,9 @@ def test_the_podpreset_docs_conflict_example_admits_the_pod_unchanged_with_a_war
     assert result["warnings"] == ["OverridePolicy myns/allow-database: not injected (onConflict Skip): volumeMounts "
                                   "name cache-volume / mountPath /cache (the pod holds it with another value), "
                                   "in container website"]
+
+
+def test_the_examples_acceptance_cases_pass() -> None:
+    code, out, err = run("test", str(EXAMPLES))
+    assert (code, err) == (0, ""), out
+    assert out.endswith("6 passed, 0 failed\n")
