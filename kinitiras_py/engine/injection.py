@@ -116,12 +116,13 @@ def _conflicts(plans: list[_Plan]) -> dict[tuple[frozenset[int], str], list[str]
     groups: dict[tuple[str, str], list[tuple[int, Obj]]] = defaultdict(list)
     # Every plan clashing with one item of the pod is involved in that item's conflict: were one
     # of them to replace it (Override) while another is skipped, the next invocation would differ.
-    held: dict[tuple[str, int], list[tuple[int, Obj]]] = defaultdict(list)
+    # An item is known by its key; a mount has two, so all mount clashes of a container are one.
+    held: dict[tuple[str, str], list[tuple[int, Obj]]] = defaultdict(list)
     for i, plan in enumerate(plans):
         for claim in plan.claims:
-            if not claim.get("present"):
-                for index in claim.get("clash") or ():
-                    held[(str(claim["list"]), int(index))].append((i, claim))
+            if claim.get("clash") and not claim.get("present"):
+                item = "" if claim["field"] == "volumeMounts" else str(claim["keys"][0])
+                held[(str(claim["list"]), item)].append((i, claim))
             for key in claim.get("keys") or ():
                 groups[(str(claim["list"]), key)].append((i, claim))
     for entries in held.values():
@@ -191,7 +192,9 @@ def _operations(plans: list[_Plan]) -> Patch:
             added.add(item)
             edits = lists.setdefault(target, {"exists": bool(claim.get("exists")), "replace": {}, "remove": set(),
                                               "append": [], "taken": set()})
-            free = [int(n) for n in claim.get("clash") or () if int(n) not in edits["taken"]]
+            # a kept plan clashing with the pod is an Override one, whose plan lists the indexes
+            clash = claim.get("clash") if isinstance(claim.get("clash"), list) else []
+            free = [int(n) for n in clash if int(n) not in edits["taken"]]
             if free:
                 edits["replace"][free[0]] = claim["value"]
                 edits["remove"].update(free[1:])

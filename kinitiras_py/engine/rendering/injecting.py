@@ -88,7 +88,8 @@ def render_inject(template: Obj, path: str, render: Callable[..., str]) -> str:
         items[field] = [_spec(field, entry) for entry in entries]
     if not any(items.values()):
         raise PolicyError(f"{path}.inject", "nothing to inject: set env, envFrom, volumeMounts or volumes")
-    return render("inject.cel.j2", names=template.get("containerNames") or [], items=items,
+    override = isinstance(block.get("onConflict"), str) and block["onConflict"] == "Override"
+    return render("inject.cel.j2", names=template.get("containerNames") or [], items=items, override=override,
                   fields=CONTAINER_FIELDS, exclude=EXCLUDE_ANNOTATIONS, mirror=MIRROR_ANNOTATION)
 
 

@@ -342,3 +342,14 @@ def test_a_rule_that_fails_is_decided_by_its_failure_policy() -> None:
     skipped = mutate([ignored, policy("ok", {"volumes": [CACHE_VOLUME]})], obj)
     assert skipped.failure is None and "failurePolicy Ignore" in skipped.warnings[0]
     assert skipped.object["spec"]["volumes"] == [CACHE_VOLUME]
+
+
+def test_large_pods_within_the_documented_bounds_are_injected() -> None:
+    # 10 containers of 100 env entries, 3 items: linear loops (`exists`, `in`) keep it within
+    # cel-cpp's 10,000 iterations and the cost bound.
+    env = [{"name": f"E{i}", "value": "v"} for i in range(100)]
+    obj = pod(containers=[{"name": f"c{j}", "env": env} for j in range(10)])
+    p = policy("db", {"env": [DB_PORT, {"name": "A", "value": "1"}], "volumes": [CACHE_VOLUME]})
+    result = mutate([p], obj)
+    assert result.failure is None
+    assert all(c["env"][-2:] == [DB_PORT, {"name": "A", "value": "1"}] for c in result.object["spec"]["containers"])
