@@ -193,8 +193,8 @@ def _operations(plans: list[_Plan]) -> Patch:
             edits = lists.setdefault(target, {"exists": bool(claim.get("exists")), "replace": {}, "remove": set(),
                                               "append": [], "taken": set()})
             # a kept plan clashing with the pod is an Override one, whose plan lists the indexes
-            clash = claim.get("clash") if isinstance(claim.get("clash"), list) else []
-            free = [int(n) for n in clash if int(n) not in edits["taken"]]
+            clash = claim.get("clash")
+            free = [int(n) for n in (clash if isinstance(clash, list) else []) if int(n) not in edits["taken"]]
             if free:
                 edits["replace"][free[0]] = claim["value"]
                 edits["remove"].update(free[1:])
