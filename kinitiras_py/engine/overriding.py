@@ -130,7 +130,11 @@ def _inject(rules: list[tuple[CompiledPolicy, OverrideRule]], working: Obj, boun
     rules in ``mutation`` and the changes in ``log``. Returns the failure that denies the request, if
     any, and the object with the injections."""
     started = time.perf_counter()
-    outcome = injection.combine(rules, working, bound)
+    try:
+        outcome = injection.combine(rules, working, bound)
+    except (KinitirasError, ValueError, TypeError, KeyError, IndexError) as e:  # the ops did not apply
+        policy, rule = rules[0]
+        outcome = injection.Injection(draft=patchlog.Draft(working), errors=[(policy, rule, str(e))])
     share = (time.perf_counter() - started) / len(rules)
     for policy, _ in rules:
         pid = PolicyId.of(policy)

@@ -169,4 +169,4 @@ def test_the_podpreset_docs_conflict_example_admits_the_pod_unchanged_with_a_war
 def test_the_examples_acceptance_cases_pass() -> None:
     code, out, err = run("test", str(EXAMPLES))
     assert (code, err) == (0, ""), out
-    assert out.endswith("6 passed, 0 failed\n")
+    assert out.endswith("7 passed, 0 failed\n")

@@ -353,3 +353,14 @@ def test_large_pods_within_the_documented_bounds_are_injected() -> None:
     result = mutate([p], obj)
     assert result.failure is None
     assert all(c["env"][-2:] == [DB_PORT, {"name": "A", "value": "1"}] for c in result.object["spec"]["containers"])
+
+
+def test_operations_that_do_not_apply_fail_the_first_inject_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kinitiras_py.engine import injection
+
+    monkeypatch.setattr(injection, "_operations",
+                        lambda plans: [{"op": "replace", "path": "/spec/containers/7/env/0", "value": DB_PORT}])
+    result = mutate([policy("db", {"env": [DB_PORT]})], pod())
+    assert result.failure is not None and result.failure.policy.name == "db"
+    assert "does not exist" in result.failure.reason or "out of range" in result.failure.reason
+    assert result.patch == [] and result.object == pod()
