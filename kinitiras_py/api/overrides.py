@@ -6,10 +6,12 @@ overriders, and kinitiras' CUE fields kept so its YAML applies unchanged)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from kinitiras_py.api.core import Affinity, Int32, ResourceRequirements, Toleration, TopologySpreadConstraint
+from kinitiras_py.api.injection import Inject
 from kinitiras_py.api.javascript import JavaScript
 from kinitiras_py.api.matching import MatchCondition
 from kinitiras_py.api.refs import ResourceRefer
@@ -20,7 +22,7 @@ from kinitiras_py.api.values import ConstantValue, Decimal, FailurePolicy, Targe
 
 OVERRIDE_OPERATIONS = ("add", "replace", "remove")
 TEMPLATE_TYPES = ("annotations", "labels", "resources", "resourcesOversell", "tolerations", "affinity",
-                  "sidecar")
+                  "sidecar", "inject")
 ORIGIN_TYPES = ("annotations", "labels", "nodeSelector", "hostNetwork", "schedulerName",
                 "resourceRequirements", "resourceOversell", "affinity", "tolerations",
                 "topologySpreadConstraints")
@@ -65,7 +67,8 @@ class OverrideRuleTemplate(Model):
     """A declarative override, rendered to CEL into renderedCel when the policy is admitted."""
 
     type: Annotated[str, OneOf(TEMPLATE_TYPES)] = prop("What the template changes.", required=True)
-    operation: OverrideOperation = prop("add, replace or remove.", required=True)
+    operation: OverrideOperation | None = prop("add, replace or remove; required except for type inject "
+                                               "(which only adds).")
     path: str | None = prop("For annotations and labels: the key (not a full path).")
     value: ConstantValue | None = prop("Constant value for annotations and labels; wins over "
                                        "valueRef.")
@@ -76,8 +79,17 @@ class OverrideRuleTemplate(Model):
     affinity: Affinity | None = prop("Affinity for type affinity.")
     sidecar: SidecarTemplate | None = prop("Containers and more to add, for type sidecar (operation add).")
     container_names: list[str] = prop("Only containers with these names (resources, "
-                                      "resourcesOversell); empty means every container.",
+                                      "resourcesOversell, inject); empty means every container.",
                                       factory=list)
+    inject: Inject | None = prop("What type inject adds to pods: env, envFrom, volumeMounts, volumes.")
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        """operation is required, except for inject, which only adds."""
+        if self.type == "inject":
+            if self.operation not in (None, "add"):
+                yield "operation", "type inject only adds: write operation: add or leave it out"
+        elif self.operation is None:
+            yield "operation", "required field is missing"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -220,6 +220,8 @@ def _schema(node: Node) -> Obj:
         assert node.model is not None
         properties = {f.json: _property(f) for f in fields_of(node.model)}
         out: Obj = {"type": "object", "properties": properties}
+        if node.model.OPEN:  # its other fields are someone else's (a volume's source): keep them
+            out["x-kubernetes-preserve-unknown-fields"] = True
         required = [f.json for f in fields_of(node.model) if f.prop.required]
         if required:
             out["required"] = required
@@ -298,6 +300,8 @@ def _at_least(count: int) -> str:
 
 
 def _join(path: str, key: str) -> str:
+    if not key:  # a model's problems() about the model as a whole
+        return path
     return f"{path}.{key}" if path else key
 
 

@@ -16,6 +16,7 @@ from kinitiras_py.base.typedefs import Obj
 
 CONVERTER_MODULES: tuple[str, ...] = (
     "kinitiras_py.convert.appmesh", "kinitiras_py.convert.jsadmissions", "kinitiras_py.convert.kubemod",
+    "kinitiras_py.convert.podpreset",
 )
 """Modules that register converters when imported (one per source system)."""
 

@@ -39,6 +39,9 @@ class OverrideRule:
     """Plaintext operations with select or valueTemplate, by index: their program and fan-out depth."""
     last_applied: bool = False
     """Apply the operations to the last-applied-configuration annotation too (KubeMod)."""
+    inject: str | None = None
+    """For an ``inject`` template: its onConflict. ``rendered`` then returns a plan, which the engine
+    combines with the other inject rules' (:mod:`.injection`)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ class CompiledPolicy:
     """OverrideRule for override kinds, ValidateRule for validate kinds."""
     rendered: dict[int, str] = field(default_factory=dict)
     """Rendered CEL source per rule index, as written back to the policy."""
+    resource_version: str = ""
+    """``metadata.resourceVersion`` of the version compiled (inject rules mark pods with it)."""
     warnings: tuple[str, ...] = ()
     """Problems that do not stop the policy from working (e.g. credentials written inline), each
     naming the policy and the field; the webhook returns them as admission warnings."""

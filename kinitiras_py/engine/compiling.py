@@ -30,7 +30,7 @@ from kinitiras_py.engine.compiled import (
 )
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import fanout
-from kinitiras_py.engine.rendering import render
+from kinitiras_py.engine.rendering import injecting, render
 
 CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
                "Write the rule in CEL with the `cel` field instead")
@@ -81,6 +81,8 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
         _check_http_secrets(checker, ref, f"spec.valueRefs.{name}")
     conditions = checker.run(policylevel.match_conditions, checker, _list(spec.get("matchConditions")), refs,
                              _compile_cel, _user_cel)
+    if any(getattr(rule, "inject", None) for rule in rules):
+        checker.run(injecting.check_marker, kind, str(meta.get("name", "")))
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:
         raise PolicyErrors(errors, ref)
@@ -88,6 +90,7 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
     return CompiledPolicy(
         kind=kind, name=str(meta.get("name", "")), namespace=namespace,
         uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 0),
+        resource_version=str(meta.get("resourceVersion") or ""),
         selectors=list(spec.get("resourceSelectors") or []), rules=tuple(rules), rendered=rendered,
         warnings=tuple(checker.warnings), javascript_only=bool(rules) and all(_javascript_only(r) for r in rules),
         conditions=conditions,
@@ -282,13 +285,17 @@ def _override_rule(checker: _Checker, rule: Obj, index: int, path: str) -> tuple
     errors += origin.validate_origin(entries, f"{opath}.origin")
     if not (template or over.get("cel") or "javascript" in over or plaintext or entries or over.get("cue")):
         errors.append(PolicyError(opath, "no overrider: set template, cel, javascript, plaintext or origin"))
+    inject = injecting.on_conflict(template)
+    if inject is not None:
+        errors += injecting.rule_problems(rule, opath)
     if errors:
         raise PolicyErrors(errors)
+    operations = rule.get("targetOperations")
     return OverrideRule(
-        index=index, operations=normalise_operations(rule.get("targetOperations")),
+        index=index, operations=normalise_operations(operations or (["CREATE"] if inject else None)),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cel=custom,
         javascript=script, plaintext=plaintext, origin=entries, refs=refs, sidecar=sidecar, fanout=fanned,
-        last_applied=rule.get("patchLastApplied") is True,
+        last_applied=rule.get("patchLastApplied") is True, inject=inject,
     ), source
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError, RuleDenied, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import jsrules, lastapplied, origin, patchlog, sidecars
+from kinitiras_py.engine import injection, jsrules, lastapplied, origin, patchlog, sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.engine.evaluation.cel import Bindings, Program
 from kinitiras_py.engine.kubemod import fanout
@@ -113,7 +113,22 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     # The working object converted for CEL, shared by rules without parameters until one changes it:
     # rules that find nothing to do (most of them on UPDATE) then skip the conversion.
     bound: Bindings | None = None
+    # A rule whose conditions or references failed is decided by its failurePolicy, below, like any other.
+    injects = [(policy, rule) for policy, rule in matches
+               if rule.inject is not None and (policy.ref, rule.index) not in lookup_errors]
     for policy, rule in matches:
+        if rule.inject is not None and (policy.ref, rule.index) not in lookup_errors:
+            if injects:  # every inject rule runs at the place of the first one, together
+                if bound is None:
+                    bound = Bindings({**variables, "object": working, "params": {}})
+                refused, injected = _inject(injects, working, bound, mutation, log)
+                if refused is not None:
+                    return Mutation(object=obj, failure=refused, warnings=mutation.warnings,
+                                    ignored=mutation.ignored, timings=mutation.timings)
+                if injected is not working:
+                    working, bound = injected, None
+                injects = []
+            continue
         started = time.perf_counter()
         key = (policy.ref, rule.index)
         reason = lookup_errors.get(key)
@@ -153,3 +168,35 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     mutation.object = working
     mutation.patch = log.patch(obj, working)
     return mutation
+
+
+def _inject(rules: list[tuple[CompiledPolicy, OverrideRule]], working: Obj, bound: Bindings, mutation: Mutation,
+            log: patchlog.PatchLog) -> tuple[RuleFailure | None, Obj]:
+    """Run the inject rules together (:mod:`.injection`), recording warnings, timings and applied
+    rules in ``mutation`` and the changes in ``log``. Returns the failure that denies the request, if
+    any, and the object with the injections."""
+    started = time.perf_counter()
+    try:
+        outcome = injection.combine(rules, working, bound)
+    except (KinitirasError, ValueError, TypeError, KeyError, IndexError) as e:  # the ops did not apply
+        policy, rule = rules[0]
+        outcome = injection.Injection(draft=patchlog.Draft(working), errors=[(policy, rule, str(e))])
+    share = (time.perf_counter() - started) / len(rules)
+    for policy, _ in rules:
+        pid = PolicyId.of(policy)
+        mutation.timings[pid] = mutation.timings.get(pid, 0.0) + share
+    for policy, rule, reason in outcome.errors:
+        failure = RuleFailure(PolicyId.of(policy), rule.index, reason, ignored=rule.failure_policy == "Ignore")
+        if not failure.ignored:
+            return failure, working
+        mutation.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
+        mutation.ignored.append(failure)
+    mutation.warnings += outcome.warnings
+    if outcome.denial is not None:
+        policy, rule, reason = outcome.denial
+        return RuleFailure(PolicyId.of(policy), rule.index, reason, ignored=False), working
+    if not outcome.draft.changed or patchlog.same(outcome.draft.doc, working):
+        return None, working
+    mutation.applied += [RuleId(PolicyId.of(policy), rule.index) for policy, rule in outcome.applied]
+    log.record(outcome.draft)
+    return None, outcome.draft.doc

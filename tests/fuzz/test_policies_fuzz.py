@@ -278,3 +278,46 @@ def kubemod_fields_with_odd_text(draw: st.DrawFn) -> Any:
 @given(kubemod_fields_with_odd_text())
 def test_kubemod_fields_with_any_text_are_accepted_or_refused_by_field(policy: Any) -> None:
     check(policy)
+
+
+INJECT_NAMES = st.sampled_from(["DB_PORT", "cache", "a-b.c", "_x", "v1"])
+
+
+@st.composite
+def inject_templates_with_odd_text(draw: st.DrawFn) -> Any:
+    """Inject templates whose names, values, paths and volume sources hold any text or nesting (all of
+    it is written into the rendered CEL as literals); mostly well formed, so that most get rendered."""
+    def odd(well: st.SearchStrategy[Any]) -> Any:
+        return draw(st.integers(0, 9).flatmap(lambda n: JUNK if n == 0 else well))
+
+    free = TEXT
+
+    def name(i: int) -> Any:  # distinct names, now and then any text
+        return odd(st.integers(0, 3).flatmap(lambda n: TEXT if n == 0 else INJECT_NAMES.map(lambda v: f"{v}{i}")))
+
+    env = [{"name": name(0), "value": odd(free)}, {"name": name(1), "valueFrom": {draw(st.sampled_from(
+        ["configMapKeyRef", "secretKeyRef"])): {"name": odd(free), "key": odd(free)}}},
+        {"name": name(2), "valueFrom": {"fieldRef": {"fieldPath": odd(free)}}}]
+    env_from = [{"prefix": name(3), draw(st.sampled_from(["configMapRef", "secretRef"])): {"name": odd(free)}}]
+    volume_names = st.sampled_from(["cache", "data-1", "v1"]) | TEXT
+    mounts = [{"name": odd(volume_names), "mountPath": odd(free), "subPath": odd(free)}]
+    source = draw(st.recursive(TEXT | st.integers() | st.booleans(), lambda inner: st.dictionaries(
+        TEXT, inner, max_size=2) | st.lists(inner, max_size=2), max_leaves=30))
+    kind = draw(st.sampled_from(["emptyDir", "configMap", "projected", "emptyDir", "configMap", "nope"]))
+    volumes = [{"name": odd(volume_names), kind: source if isinstance(source, dict) else {"x": source}}]
+    block = {key: value for key, value in (("env", env), ("envFrom", env_from), ("volumeMounts", mounts),
+                                           ("volumes", volumes)) if draw(st.booleans())} or {"env": env}
+    if draw(st.booleans()):
+        block["onConflict"] = odd(st.sampled_from(["Skip", "Deny", "Override"]))
+    template: dict[str, Any] = {"type": "inject", "inject": block}
+    if draw(st.booleans()):
+        template["containerNames"] = [odd(free)]
+    kind = draw(st.sampled_from(["OverridePolicy", "ClusterOverridePolicy"]))
+    return {"apiVersion": policies.API_VERSION, "kind": kind,
+            "metadata": {"name": draw(st.sampled_from(["p"] * 5 + ["x" * 60])), "namespace": "default"},
+            "spec": {"overrideRules": [{"overriders": {"template": template}}]}}
+
+
+@given(inject_templates_with_odd_text())
+def test_inject_templates_with_any_text_are_accepted_or_refused_by_field(policy: Any) -> None:
+    check(policy)

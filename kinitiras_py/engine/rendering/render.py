@@ -18,7 +18,8 @@ from kinitiras_py.engine import fieldpath
 from kinitiras_py.engine.evaluation.quantity import Quantity
 from kinitiras_py.engine.rendering.environment import make_environment
 
-OVERRIDE_TYPES = ("annotations", "labels", "resources", "resourcesOversell", "tolerations", "affinity", "sidecar")
+OVERRIDE_TYPES = ("annotations", "labels", "resources", "resourcesOversell", "tolerations", "affinity", "sidecar",
+                  "inject")
 OPERATIONS = ("add", "replace", "remove")
 CONDITIONS = ("Equal", "NotEqual", "Exist", "NotExist", "In", "NotIn", "Gt", "Gte", "Lt", "Lte", "Regex")
 _FACTORS = {"cpuFactor": ("cpu", "0.001"), "memoryFactor": ("memory", "1"), "diskFactor": ("ephemeral-storage", "1")}
@@ -46,6 +47,10 @@ def render_override(template: Obj, path: str) -> str:
     kind = template.get("type")
     if kind not in OVERRIDE_TYPES:
         raise PolicyError(f"{path}.type", f"unknown template type {kind!r}; one of {', '.join(OVERRIDE_TYPES)}")
+    if kind == "inject":
+        from kinitiras_py.engine.rendering.injecting import render_inject
+
+        return render_inject(template, path, _render)
     operation = template.get("operation")
     if operation not in OPERATIONS:
         raise PolicyError(f"{path}.operation", f"must be one of add, replace, remove; got {operation!r}")

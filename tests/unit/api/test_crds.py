@@ -152,7 +152,10 @@ OVERRIDE_ANY_JSON = {"spec.overrideRules[].overriders.plaintext[].value",
                      "spec.overrideRules[].overriders.template.valueRef.http.body",
                      "spec.overrideRules[].overriders.template.sidecar.values{}",
                      "spec.overrideRules[].overriders.template.sidecar.valueRefs{}.http.body",
-                     "spec.valueRefs{}.http.body"}
+                     "spec.valueRefs{}.http.body",
+
+                     # a volume's source (emptyDir, configMap...) is core/v1's, checked by its name only
+                     "spec.overrideRules[].overriders.template.inject.volumes[]"}
 VALIDATE_ANY_JSON = {"spec.validateRules[].template.condition.dataRef.http.body",
                      "spec.validateRules[].template.condition.valueRef.http.body",
                      "spec.valueRefs{}.http.body"}
@@ -278,6 +281,8 @@ LABELS_EXAMPLE = load(DATA / "examples/templates/override-labels.yaml")
 def test_parser_and_schema_agree_on_template_types(value: str) -> None:
     obj = copy.deepcopy(LABELS_EXAMPLE)
     obj["spec"]["overrideRules"][1]["overriders"]["template"]["type"] = value
+    # every type takes add (inject takes nothing else, a check the CRD schema cannot express)
+    obj["spec"]["overrideRules"][1]["overriders"]["template"]["operation"] = "add"
     schema_ok = validate(root_schema("OverridePolicy"), obj) == []
     try:
         parse_policy(obj)

@@ -73,6 +73,7 @@ def test_there_is_one_example_per_kinitiras_shape_plus_ours() -> None:
         "kubemod/sidecar-injection.yaml", "kubemod/container-ports.yaml", "kubemod/namespace-label.yaml",
         "kubemod/reject-external-ips.yaml", "kubemod/tiers-1-private-registry.yaml",
         "kubemod/tiers-2-pull-secret.yaml",
+        "extended/override-inject.yaml",
     }
 
 
@@ -185,7 +186,7 @@ EXPECTED_INVALID = {
     "bad-template-type.yaml": [
         ("spec.overrideRules[1].overriders.template.type",
          'unsupported value "annotation": must be one of annotations, labels, resources, '
-         "resourcesOversell, tolerations, affinity, sidecar")],
+         "resourcesOversell, tolerations, affinity, sidecar, inject")],
     "bad-validation-actions.yaml": [
         ("spec.validateRules[0].validationActions[1]",
          'unsupported value "Block": must be one of Deny, Warn, Audit')],
@@ -417,3 +418,18 @@ def test_constant_value_first_set_field_wins() -> None:
     assert ConstantValue(integer=0, boolean=True).value() == 0
     assert ConstantValue(string_slice=[], string_map={"k": "v"}).value() == {"k": "v"}
     assert ConstantValue().value() is None
+
+
+def test_the_inject_example_parses_into_the_core_shapes() -> None:
+    cop = parse_policy(load(DATA / "examples/extended/override-inject.yaml"))
+    assert isinstance(cop, ClusterOverridePolicy)
+    template = cop.rules[0].overriders.template
+    assert template is not None and template.inject is not None and template.operation is None
+    inject = template.inject
+    assert inject.on_conflict == "Override" and template.container_names == ["app", "init"]
+    assert [e.name for e in inject.env] == ["DB_PORT", "POD_NAME", "CPU_LIMIT", "DB_USER", "DB_HOST"]
+    assert inject.env[1].value_from is not None and inject.env[1].value_from.field_ref is not None
+    assert [(m.name, m.read_only, m.sub_path) for m in inject.volume_mounts] == [
+        ("cache", None, None), ("settings", True, "conf"), ("podinfo", None, None)]
+    assert inject.volumes[0].raw == {"name": "cache", "emptyDir": {"medium": "Memory"}}
+    assert inject.env_from[1].prefix == "DB_" and inject.env_from[1].secret_ref is not None

@@ -1,0 +1,122 @@
+"""The ``inject`` override template → CEL that describes, item by item, what the rule would add.
+
+Unlike the other templates, the rendered CEL does not return patch operations: it returns a plan,
+``{"apply", "podSpec", "claims"}``, one claim per item and place (a container's ``env``, the pod's
+``volumes``...), saying whether the pod already has the item (``present``) and at which indexes the
+pod holds the item's keys with other values (``clash``). :mod:`kinitiras_py.engine.injection`
+combines the plans of every inject rule matching a pod, so that conflicts between rules are seen
+too, and writes the operations. Items are written as the API server defaults them (a configMap
+volume's ``defaultMode: 420``...), so an item injected earlier compares equal when met again.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from kinitiras_py.base.errors import PolicyError
+from kinitiras_py.base.typedefs import JSON, Obj
+
+EXCLUDE_ANNOTATIONS = ("podpreset.admission.kubernetes.io/exclude", "policy.kcloudlabs.io/inject-exclude")
+"""A pod (or pod template) annotated with either, set to "true", is left alone by every inject rule."""
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""Mirror pods (the API server's copies of static pods) carry it; they are never changed."""
+CONTAINER_FIELDS = ("env", "envFrom", "volumeMounts")
+_DEFAULT_MODE = 420  # 0644, what the API server writes into configMap, secret, downwardAPI, projected
+_OMIT_EMPTY = {"env": ("value",), "envFrom": ("prefix",), "volumeMounts": ("subPath", "subPathExpr", "readOnly")}
+
+
+def _with_field_ref_version(item: Obj) -> None:
+    ref = item.get("fieldRef")
+    if isinstance(ref, dict):
+        ref.setdefault("apiVersion", "v1")
+
+
+def _defaulted_volume(volume: Obj) -> Obj:
+    """A volume as the API server stores it (the defaults it adds to the common sources)."""
+    for source in ("configMap", "secret", "downwardAPI", "projected"):
+        if isinstance(volume.get(source), dict):
+            volume[source].setdefault("defaultMode", _DEFAULT_MODE)
+    if isinstance(volume.get("downwardAPI"), dict):
+        for item in volume["downwardAPI"].get("items") or []:
+            if isinstance(item, dict):
+                _with_field_ref_version(item)
+    if isinstance(volume.get("hostPath"), dict):
+        volume["hostPath"].setdefault("type", "")
+    return volume
+
+
+def defaulted(field: str, item: Obj) -> Obj:
+    """``item`` of ``field`` as the API server would store it (a copy)."""
+    out = copy.deepcopy(item)
+    for name in _OMIT_EMPTY.get(field, ()):
+        if out.get(name) in ("", False):  # omitempty: the API server drops them
+            del out[name]
+    if field == "env" and isinstance(out.get("valueFrom"), dict):
+        _with_field_ref_version(out["valueFrom"])
+    if field == "volumes":
+        _defaulted_volume(out)
+    return out
+
+
+def _spec(field: str, item: Obj) -> dict[str, Any]:
+    """What the template needs of one item: its value as stored, its keys, how to find it in a pod."""
+    from kinitiras_py.api.injection import item_keys
+
+    spec: dict[str, Any] = {"value": defaulted(field, item), "keys": item_keys(field, item)}
+    if field == "envFrom":
+        spec["source"] = "configMapRef" if isinstance(item.get("configMapRef"), dict) else "secretRef"
+        spec["name"] = str(item[spec["source"]].get("name"))
+        spec["prefix"] = str(item.get("prefix") or "")
+    else:
+        # (key, value) pairs; an item of the pod with any of them holds one of the item's keys
+        spec["match"] = [[key, item.get(key)] for key in ("name", "mountPath") if key in item]
+    return spec
+
+
+def render_inject(template: Obj, path: str, render: Callable[..., str]) -> str:
+    """CEL source of an inject template (``render`` renders a template file with a context)."""
+    block = template.get("inject")
+    if not isinstance(block, dict):
+        raise PolicyError(f"{path}.inject", "type inject needs inject (env, envFrom, volumeMounts or volumes)")
+    items: dict[str, list[dict[str, Any]]] = {}
+    for field in (*CONTAINER_FIELDS, "volumes"):
+        entries = block.get(field) or []
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise PolicyError(f"{path}.inject.{field}", "must be a list of objects")
+        items[field] = [_spec(field, entry) for entry in entries]
+    if not any(items.values()):
+        raise PolicyError(f"{path}.inject", "nothing to inject: set env, envFrom, volumeMounts or volumes")
+    override = isinstance(block.get("onConflict"), str) and block["onConflict"] == "Override"
+    return render("inject.cel.j2", names=template.get("containerNames") or [], items=items, override=override,
+                  fields=CONTAINER_FIELDS, exclude=EXCLUDE_ANNOTATIONS, mirror=MIRROR_ANNOTATION)
+
+
+def on_conflict(template: JSON) -> str | None:
+    """An inject template's onConflict (default Skip); None when ``template`` is not one."""
+    if not isinstance(template, dict) or template.get("type") != "inject":
+        return None
+    block = template.get("inject")
+    mode = block.get("onConflict") if isinstance(block, dict) else None
+    return mode if mode in ("Skip", "Deny", "Override") else "Skip"
+
+
+def rule_problems(rule: Obj, path: str) -> list[PolicyError]:
+    """An inject template runs with every other inject rule matching the pod, so it cannot share its
+    rule with overriders that run in the rule's own order."""
+    others = [name for name in ("cel", "javascript", "plaintext", "origin") if rule.get("overriders", {}).get(name)]
+    if not others:
+        return []
+    return [PolicyError(f"{path}.{name}", "an inject template runs together with every other inject rule "
+                        "matching the pod, at the place of the first one: put this overrider in another rule")
+            for name in others]
+
+
+def check_marker(kind: str, name: str) -> None:
+    """Refuse a policy name too long for the annotation that marks the pods it injects."""
+    from kinitiras_py.engine.injection import marker_problem
+
+    problem = marker_problem(kind, name)
+    if problem is not None:
+        raise PolicyError("metadata.name", problem)
