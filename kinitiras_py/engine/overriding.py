@@ -46,7 +46,11 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
     draft = patchlog.Draft(working)
     for program, what in ((rule.rendered, "the rendered template"), (rule.cel, "the cel rule")):
         if program is not None:
-            inputs = bound if bound is not None and draft.doc is working else {**variables, "object": draft.doc}
+            inputs: Bindings | dict[str, Any]
+            if bound is None:
+                inputs = {**variables, "object": draft.doc}
+            else:
+                inputs = bound if draft.doc is working else bound.changed("object", draft.doc, draft.touched)
             draft.apply(_patch_ops(program.evaluate(inputs), what))
     if rule.plaintext:
         draft.apply(rule.plaintext)
@@ -70,8 +74,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     working: Obj = obj
     log = patchlog.PatchLog()
     mutation = Mutation(object=working)
-    # The working object converted for CEL, shared by rules without parameters until one changes it:
-    # rules that find nothing to do (most of them on UPDATE) then skip the conversion.
+    # The working object converted for CEL, shared by rules without parameters; a change keeps
+    # the conversions of the parts it did not touch (Bindings.changed).
     bound: Bindings | None = None
     for policy, rule in matches:
         started = time.perf_counter()
@@ -102,7 +106,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
             # Python's != is quick but takes 1, 1.0 and true for equal; same() tells them apart.
             if trial.doc != working or not patchlog.same(trial.doc, working):
                 mutation.applied.append(RuleId(pid, rule.index))
-            bound = None
+            if bound is not None:
+                bound = bound.changed("object", trial.doc, trial.touched)
             working = trial.doc
             log.record(trial)
     mutation.object = working
