@@ -58,6 +58,16 @@ def test_depth_is_counted_below_the_object_and_the_path_is_shown() -> None:
                                         "(at request.object.spec.x[0][0][0][0][0][0]...")
 
 
+@pytest.mark.parametrize("levels", [shape.MAX_DEPTH - 1, shape.MAX_DEPTH, shape.MAX_DEPTH + 1, shape.MAX_DEPTH + 60])
+@pytest.mark.parametrize("big_int", [False, True])
+def test_the_fast_depth_check_agrees_with_the_exact_one(levels: int, big_int: bool) -> None:
+    deep: Any = {"n": 2**70} if big_int else {}  # orjson refuses such an integer: measured in Python then
+    for i in range(levels):
+        deep = {"a": deep} if i % 2 else [deep]
+    assert shape._too_deep({"spec": deep}) is shape._exceeds({"spec": deep}, shape.MAX_DEPTH)
+    assert shape._too_deep({"spec": deep}) is (levels + 1 > shape.MAX_DEPTH)
+
+
 def test_peek_uid_reads_only_string_uids_and_our_api_versions() -> None:
     assert codec.peek_uid(orjson.dumps({"apiVersion": "admission.k8s.io/v1beta1", "request": {"uid": "a"}})) == (
         "admission.k8s.io/v1beta1", "a")
