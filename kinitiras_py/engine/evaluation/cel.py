@@ -166,7 +166,7 @@ class Program:
         paths, names = self.bound.paths, self.bound.variables
         if paths is not None and names is not None:
             if isinstance(variables, Bindings):
-                bounds.check_size(self.bound, variables.longest(paths), variables.largest(names))
+                bounds.check_size(self.bound, variables.longest(paths), variables.largest(names, self.bound.bytes))
             else:
                 bounds.check_size(self.bound, bounds.longest(variables, paths), bounds.largest(variables, names))
         bounds.start()
@@ -190,23 +190,27 @@ class Bindings:
     not touch. The values must not change while the bindings are in use.
     """
 
-    __slots__ = ("_activations", "_longest", "_sizes", "_variables")
+    __slots__ = ("_activations", "_estimated", "_longest", "_sizes", "_variables")
 
     def __init__(self, variables: Mapping[str, JSON]) -> None:
         self._variables = variables
         self._activations: dict[celreads.Reads | None, tuple[Any, dict[str, tuple[Path, ...]]]] = {}
         self._sizes: dict[str, int] = {}
+        self._estimated: set[str] = set()
+        """Variables whose size is an upper bound (:meth:`changed`), measured when it does not do."""
         self._longest: dict[tuple[Path, ...], tuple[int, str]] = {}
 
-    def largest(self, names: tuple[str, ...]) -> int:
-        """:func:`bounds.largest` of the variables ``names``, each variable measured once."""
+    def largest(self, names: tuple[str, ...], within: int | None = None) -> int:
+        """:func:`bounds.largest` of the variables ``names``, each variable measured once; when
+        that is at most ``within``, possibly an upper bound instead (see :meth:`changed`)."""
         if costmodel.EVERYWHERE in names:
             names = tuple(self._variables)
         size = 0
         for name in names:
             own = self._sizes.get(name)
-            if own is None:
+            if own is None or (name in self._estimated and own > (within or 0)):
                 own = self._sizes[name] = bounds.largest(self._variables, (name,))
+                self._estimated.discard(name)
             size = max(size, own)
         return size
 
@@ -232,11 +236,35 @@ class Bindings:
         one at most at ``paths`` (JSON pointer tokens; see :class:`.patchlog.Draft`): the
         conversions of parts no path lies on, above or below are kept."""
         new = Bindings({**self._variables, name: value})
-        new._sizes = {other: size for other, size in self._sizes.items() if other != name}
+        new._sizes = dict(self._sizes)
+        new._estimated = set(self._estimated)
+        if name in self._sizes:
+            # Serialized, the new value is at most the old one plus what lies at the changed paths
+            # now, with their keys (parents a lenient add created included): no need to measure
+            # it all again while that is within the programs' bounds.
+            new._sizes[name] += sum(_grown(value, path) for path in paths)
+            new._estimated.add(name)
         for reads, (activation, taken) in self._activations.items():
             if name not in taken or not celreads.touches(taken[name], paths):
                 new._activations[reads] = (activation, taken)
         return new
+
+
+def _grown(value: JSON, path: tuple[str, ...]) -> int:
+    """At most how many bytes the serialized ``value`` gained by a change at ``path``."""
+    keys = sum(len(orjson.dumps(token)) + 4 for token in path)  # "token":{...}, or an index
+    node: Any = value
+    for token in path:
+        if type(node) is dict:
+            node = node.get(token)
+        elif type(node) is list and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return keys
+    try:
+        return keys + len(orjson.dumps(node, option=orjson.OPT_PASSTHROUGH_SUBCLASS))
+    except TypeError:  # not JSON: no bound; the conversion to CEL reports it
+        return cost.MAX_REQUEST_BYTES * 1024
 
 
 def _projected(variables: Mapping[str, JSON], reads: celreads.Reads | None
@@ -408,7 +436,8 @@ def _result(result: Any) -> JSON:
         # Results whose debug text shows either take the slow path.
         text = repr(result)
         plain = _careful(result) if "null" in text or "optional." in text else result.plain_value()
-        _check_json(plain)
+        if not _plain_json(plain):
+            _check_json(plain)
     except _NotJSON as e:
         raise e.error("result") from None
     return plain
@@ -441,6 +470,19 @@ def _careful(value: Any) -> Any:
                 raise
         return result
     return item
+
+
+_STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def _plain_json(value: Any) -> bool:
+    """Quick, at C speed: whether orjson takes ``value`` as JSON, timestamps, durations, bytes,
+    types and maps with keys other than strings refused. When not, :func:`_check_json` says why."""
+    try:
+        orjson.dumps(value, option=_STRICT)
+    except TypeError:
+        return False
+    return True
 
 
 def _check_json(value: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import orjson
 import pytest
 
 from kinitiras_py.engine.evaluation import cel, celreads
@@ -126,3 +127,16 @@ def test_bindings_keep_what_a_change_did_not_touch() -> None:
     assert later.activation(spec.reads) is bound.activation(spec.reads)
     assert later.activation(labels.reads) is not bound.activation(labels.reads)
     assert (labels.evaluate(later), spec.evaluate(later)) == ("db", 3)
+
+
+def test_a_changed_variable_is_measured_again_only_when_its_bound_may_not_hold() -> None:
+    bound = cel.Bindings({"object": POD})
+    size = bound.largest(("object",))
+    grown = copy.deepcopy(POD)
+    grown["metadata"]["labels"] = {"new": "x" * 100}  # a parent created on the way too
+    grown["spec"]["priority"] = 4
+    later = bound.changed("object", grown, [("metadata", "labels", "new"), ("spec", "priority")])
+    exact = len(orjson.dumps(grown))
+    estimate = later.largest(("object",), within=10**6)
+    assert size < exact <= estimate  # an upper bound, without measuring
+    assert later.largest(("object",), within=exact - 1) == exact  # measured once it matters
