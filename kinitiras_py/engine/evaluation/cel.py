@@ -196,8 +196,8 @@ class Bindings:
         self._variables = variables
         self._activations: dict[celreads.Reads | None, tuple[Any, dict[str, tuple[Path, ...]]]] = {}
         self._sizes: dict[str, int] = {}
-        self._estimated: set[str] = set()
-        """Variables whose size is an upper bound (:meth:`changed`), measured when it does not do."""
+        self._estimated: dict[str, list[tuple[str, ...]]] = {}
+        """Variables whose size is an upper bound: the paths changed since (:meth:`changed`)."""
         self._longest: dict[tuple[Path, ...], tuple[int, str]] = {}
 
     def largest(self, names: tuple[str, ...], within: int | None = None) -> int:
@@ -208,9 +208,17 @@ class Bindings:
         size = 0
         for name in names:
             own = self._sizes.get(name)
-            if own is None or (name in self._estimated and own > (within or 0)):
+            changes = self._estimated.get(name)
+            if own is not None and changes is not None:
+                # Serialized, the value is at most what it was when measured plus what lies at
+                # the paths changed since, with their keys (parents a lenient add made included).
+                own += sum(_grown(self._variables[name], path) for path in changes)
+                self._sizes[name], self._estimated[name] = own, []
+                if own > (within or 0):
+                    own = None
+            if own is None:
                 own = self._sizes[name] = bounds.largest(self._variables, (name,))
-                self._estimated.discard(name)
+                self._estimated.pop(name, None)
             size = max(size, own)
         return size
 
@@ -237,13 +245,9 @@ class Bindings:
         conversions of parts no path lies on, above or below are kept."""
         new = Bindings({**self._variables, name: value})
         new._sizes = dict(self._sizes)
-        new._estimated = set(self._estimated)
+        new._estimated = {key: list(changes) for key, changes in self._estimated.items()}
         if name in self._sizes:
-            # Serialized, the new value is at most the old one plus what lies at the changed paths
-            # now, with their keys (parents a lenient add created included): no need to measure
-            # it all again while that is within the programs' bounds.
-            new._sizes[name] += sum(_grown(value, path) for path in paths)
-            new._estimated.add(name)
+            new._estimated.setdefault(name, []).extend(paths)
         for reads, (activation, taken) in self._activations.items():
             if name not in taken or not celreads.touches(taken[name], paths):
                 new._activations[reads] = (activation, taken)

@@ -140,3 +140,16 @@ def test_a_changed_variable_is_measured_again_only_when_its_bound_may_not_hold()
     estimate = later.largest(("object",), within=10**6)
     assert size < exact <= estimate  # an upper bound, without measuring
     assert later.largest(("object",), within=exact - 1) == exact  # measured once it matters
+    assert later.largest(("object",), within=10**6) == exact  # and exact from then on
+
+
+def test_an_upper_bound_is_measured_when_it_exceeds_a_later_bound() -> None:
+    bound = cel.Bindings({"object": POD})
+    bound.largest(("object",))
+    grown = copy.deepcopy(POD)
+    grown["spec"]["priority"] = 4
+    later = bound.changed("object", grown, [("spec", "priority")])
+    estimate = later.largest(("object",), within=10**6)
+    exact = len(orjson.dumps(grown))
+    assert estimate > exact
+    assert later.largest(("object",), within=exact) == exact
