@@ -80,8 +80,8 @@ class Pipeline:
         if not request.namespace:
             return None
         try:
-            return await asyncio.wait_for(self.store.get("v1", "Namespace", None, request.namespace),
-                                          self.lookup_timeout)
+            async with asyncio.timeout(self.lookup_timeout):  # no task of its own, unlike wait_for
+                return await self.store.get("v1", "Namespace", None, request.namespace)
         except (LookupError, TimeoutError):
             return None
 
