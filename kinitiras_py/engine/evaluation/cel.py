@@ -194,7 +194,7 @@ class Bindings:
 
     def __init__(self, variables: Mapping[str, JSON]) -> None:
         self._variables = variables
-        self._activations: dict[celreads.Reads | None, tuple[Any, dict[str, tuple[Path, ...]]]] = {}
+        self._activations: dict[celreads.Reads | None, tuple[Any, dict[str, celreads.Taken]]] = {}
         self._sizes: dict[str, int] = {}
         self._estimated: dict[str, list[tuple[str, ...]]] = {}
         """Variables whose size is an upper bound: the paths changed since (:meth:`changed`)."""
@@ -272,18 +272,18 @@ def _grown(value: JSON, path: tuple[str, ...]) -> int:
 
 
 def _projected(variables: Mapping[str, JSON], reads: celreads.Reads | None
-               ) -> tuple[dict[str, JSON], dict[str, tuple[Path, ...]]]:
+               ) -> tuple[dict[str, JSON], dict[str, celreads.Taken]]:
     """The parts of ``variables`` that ``reads`` names (all of them for None), and for each
-    variable where they were cut (:func:`celreads.project`)."""
+    variable where they depend on it (:func:`celreads.project`)."""
     if not _KNOWN.issuperset(variables):
         raise ValueError(f"unknown CEL variables {sorted(set(variables) - _KNOWN)}; expected some of {VARIABLES}")
     if reads is None:
-        return dict(variables), {name: ((),) for name in variables}
+        return dict(variables), {name: (((), True),) for name in variables}
     data: dict[str, JSON] = {}
-    taken: dict[str, tuple[Path, ...]] = {}
-    for name, paths in reads:
+    taken: dict[str, celreads.Taken] = {}
+    for name, found in reads:
         if name in variables:
-            data[name], taken[name] = celreads.project(variables[name], paths)
+            data[name], taken[name] = celreads.project(variables[name], found)
     return data, taken
 
 

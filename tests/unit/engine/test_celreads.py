@@ -24,33 +24,47 @@ def reads(source: str) -> celreads.Reads | None:
     return cel.compile_program(source).reads
 
 
+def whole(*paths: tuple[str, ...]) -> tuple[celreads.Read, ...]:
+    return tuple((path, "all") for path in paths)
+
+
 @pytest.mark.parametrize(("source", "expected"), [
     ("true", ()),
-    ("object.metadata.name", (("object", (("metadata", "name"),)),)),
-    ("object.?metadata.?labels.orValue({})", (("object", (("metadata", "labels"),)),)),
-    ('object["spec"][?"containers"].orValue([])', (("object", (("spec", "containers"),)),)),
-    ("has(object.status.phase)", (("object", (("status", "phase"),)),)),
-    ("object.spec.containers[0].name", (("object", (("spec", "containers"),)),)),
-    ("object.spec.containers.all(c, c.name != '')", (("object", (("spec", "containers"),)),)),
+    ("object.metadata.name", (("object", whole(("metadata", "name"))),)),
+    ("object.?metadata.?labels.orValue({})", (("object", whole(("metadata", "labels"))),)),
+    ('object["spec"][?"containers"].orValue([])', (("object", whole(("spec", "containers"))),)),
+    ("has(object.status.phase)", (("object", ((("status", "phase"), "kind"),)),)),
+    ("object.spec.containers[0].name", (("object", whole(("spec", "containers", "*", "name"))),)),
+    ("object.spec.containers.all(c, c.name != '')",
+     (("object", ((("spec", "containers"), "size"), (("spec", "containers", "*", "name"), "all"))),)),
     ("object.metadata.name + object.metadata.namespace",
-     (("object", (("metadata", "name"), ("metadata", "namespace"))),)),
-    ("object.metadata.name == '' || object.metadata == {}", (("object", (("metadata",),)),)),
-    ("size(object) > 0", (("object", ((),)),)),
-    ("object.metadata.labels[object.kind] == ''", (("object", (("kind",), ("metadata", "labels"))),)),
+     (("object", whole(("metadata", "name"), ("metadata", "namespace"))),)),
+    ("object.metadata.name == '' || object.metadata == {}", (("object", whole(("metadata",))),)),
+    ("size(object) > 0", (("object", (((), "size"),)),)),
+    ("object.metadata.labels[object.kind] == ''", (("object", whole(("kind",), ("metadata", "labels", "*"))),)),
     ("oldObject == null || oldObject.spec == object.spec",  # `oldObject == null` compares it whole
-     (("object", (("spec",),)), ("oldObject", ((),)))),
-    ("request.operation == 'CREATE' && params.x == 1", (("params", (("x",),)), ("request", (("operation",),)))),
+     (("object", whole(("spec",))), ("oldObject", whole(()))),),
+    ("request.operation == 'CREATE' && params.x == 1",
+     (("params", whole(("x",))), ("request", whole(("operation",))))),
     # A loop or binding variable named like a request variable is not that variable.
     ("[1].map(object, object) == [1]", ()),
     ("cel.bind(object, {'a': 1}, object.a) == 1", ()),
-    ("[object.kind].map(x, x + object.apiVersion)", (("object", (("apiVersion",), ("kind",))),)),
+    ("[object.kind].map(x, x + object.apiVersion)", (("object", whole(("apiVersion",), ("kind",))),)),
+    # Through bindings, optionals, dyn() and the branches of a conditional.
+    ("cel.bind(m, object.metadata, type(m) == map ? dyn(m[?'labels'].orValue({})) : {})",
+     (("object", ((("metadata",), "kind"), (("metadata", "labels"), "all"))),)),
+    ("object.?spec.optFlatMap(s, s[?'replicas']).orValue(1) > 2",
+     (("object", ((("spec",), "kind"), (("spec", "replicas"), "all"))),)),
+    ("size(object.spec.containers) > 1", (("object", ((("spec", "containers"), "size"),)),)),
+    ("range(size(object.spec.containers)).map(i, type(object.spec.containers[i]) == map)",
+     (("object", ((("spec", "containers"), "size"), (("spec", "containers", "*"), "kind"))),)),
 ])
 def test_reads(source: str, expected: celreads.Reads) -> None:
     assert reads(source) == expected
 
 
-def test_a_path_below_another_is_covered_by_it() -> None:
-    assert reads("object.spec.priority > 1 && size(object.spec) > 1") == (("object", (("spec",),)),)
+def test_a_read_inside_a_whole_read_is_covered_by_it() -> None:
+    assert reads("object.spec.priority > 1 && object.spec != {}") == (("object", whole(("spec",))),)
 
 
 @pytest.mark.parametrize("source", [
@@ -85,34 +99,48 @@ def test_the_parts_read_give_the_same_result_as_the_whole(source: str) -> None:
     assert shared == expected
 
 
-def test_project_keeps_only_the_paths_in_the_value_order() -> None:
-    part, taken = celreads.project(POD, (("metadata", "labels"), ("metadata", "uid"), ("spec", "containers"),
-                                         ("spec", "priority", "x")))
+def test_project_keeps_only_what_is_read_in_the_value_order() -> None:
+    part, taken = celreads.project(POD, whole(("metadata", "labels"), ("metadata", "uid"), ("spec", "containers"),
+                                              ("spec", "priority", "x")))
     assert part == {"metadata": {"labels": POD["metadata"]["labels"]},
                     "spec": {"containers": POD["spec"]["containers"], "priority": 3}}
     assert list(part["spec"]) == ["containers", "priority"]
     assert part["spec"]["containers"] is POD["spec"]["containers"]  # shared, not copied
-    # Cut at the first value that is not a map, and at missing keys.
-    assert sorted(taken) == [("metadata", "labels"), ("metadata", "uid"), ("spec", "containers"),
-                             ("spec", "priority")]
+    assert (("metadata", "uid"), True) in taken  # a missing key matters once it appears
 
 
-def test_project_of_everything_or_of_no_map_is_the_value() -> None:
-    assert celreads.project(POD, ((),)) == (POD, ((),))
-    assert celreads.project([1], (("a",),)) == ([1], ((),))
+def test_project_by_kind_size_and_element() -> None:
+    found = ((("spec",), "kind"), (("spec", "containers"), "size"), (("spec", "containers", "*"), "kind"),
+             (("spec", "containers", "*", "image"), "all"), (("spec", "tolerations"), "kind"),
+             (("metadata",), "size"))
+    part, taken = celreads.project(POD, found)
+    assert part == {"metadata": {"name": None, "namespace": None, "labels": None, "annotations": None},
+                    "spec": {"containers": [{"image": "r/app:1"}, {"image": "r/side:1"}], "tolerations": []}}
+    assert (("spec", "containers"), False) in taken and (("spec", "containers", "*", "image"), True) in taken
+
+
+def test_project_of_everything_or_of_no_container_is_the_value() -> None:
+    assert celreads.project(POD, whole(())) == (POD, (((), True),))
+    assert celreads.project("x", whole(("a",))) == ("x", (((), True),))
 
 
 @pytest.mark.parametrize(("changed", "touched"), [
-    ([("metadata", "labels", "x")], True),  # below a path taken
+    ([("metadata", "labels", "x")], True),  # below a path read whole
     ([("metadata",)], True),  # above one
     ([()], True),  # the whole value
     ([("metadata", "uid")], True),  # a key that was missing
     ([("metadata", "annotations", "x")], False),
     ([("spec", "tolerations"), ("status",)], False),
-    ([("spec", "priority", "x")], True),  # inside a value taken whole
+    ([("spec", "priority", "x")], True),  # inside a value read whole
+    ([("spec", "containers")], True),  # an element added or removed
+    ([("spec", "containers", "1", "image")], True),  # what every element's image is
+    ([("spec", "containers", "1", "env")], False),  # not read
+    ([("spec", "containers", "1")], True),  # an element replaced
 ])
 def test_touches(changed: list[tuple[str, ...]], touched: bool) -> None:
-    _, taken = celreads.project(POD, (("metadata", "labels"), ("metadata", "uid"), ("spec", "priority")))
+    found = (*whole(("metadata", "labels"), ("metadata", "uid"), ("spec", "priority"),
+                    ("spec", "containers", "*", "image")), (("spec", "containers"), "size"))
+    _, taken = celreads.project(POD, found)
     assert celreads.touches(taken, changed) is touched
 
 
@@ -153,3 +181,54 @@ def test_an_upper_bound_is_measured_when_it_exceeds_a_later_bound() -> None:
     exact = len(orjson.dumps(grown))
     assert estimate > exact
     assert later.largest(("object",), within=exact) == exact
+
+
+# -- every template's rendered CEL gives the same result on the parts it reads as on the whole ----
+
+def _objects() -> list[dict[str, Any]]:
+    from kinitiras_py.bench import workload
+
+    pod = workload.server_pod()
+    odd = copy.deepcopy(pod)
+    odd["spec"]["containers"][0]["resources"] = "not a map"
+    odd["spec"]["containers"][1]["resources"] = {"limits": {"cpu": None, "memory": "1Gi"}}
+    odd["spec"]["containers"][2] = ["not", "a", "container"]
+    del odd["spec"]["containers"][3]["resources"]["requests"]
+    odd["spec"]["initContainers"] = [{"name": "init", "resources": {"limits": {"cpu": "1"}, "requests": {}}}]
+    odd["metadata"]["labels"] = None
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "annotations": {"a": "b"}},
+                  "spec": {"replicas": 2, "template": {"metadata": {}, "spec": copy.deepcopy(pod["spec"])}}}
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"},
+               "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [
+                   {"name": "a", "resources": {"limits": {"memory": "2Gi", "ephemeral-storage": "10Gi"}}}]}}}}}}
+    broken = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": [], "spec": {"template": "x"}}
+    return [pod, odd, deployment, cronjob, broken, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}]
+
+
+def _templates() -> list[dict[str, Any]]:
+    from tests.unit.engine.test_render import EVERY_TEMPLATE
+
+    named = {"containerNames": ["app", "init"]}
+    return [{**t, **extra, "operation": operation} for t in EVERY_TEMPLATE for operation in ("add", "replace", "remove")
+            for extra in ({}, named) if not (extra and t["type"] not in ("resources", "resourcesOversell"))]
+
+
+def _outcome(run: Any) -> Any:
+    try:
+        return run()
+    except cel.CelEvalError as e:
+        return f"error: {e}"
+
+
+@pytest.mark.parametrize("template", _templates(), ids=lambda t: f"{t['type']}-{t['operation']}-{len(t)}")
+def test_templates_read_the_same_from_their_parts(template: dict[str, Any]) -> None:
+    from kinitiras_py.engine.rendering.render import render_override
+
+    program = cel.compile_program(render_override(template, "spec.overrideRules[0].overriders.template"))
+    assert program.reads is not None
+    for obj in _objects():
+        variables = {"object": obj, "oldObject": None, "request": {"operation": "CREATE"}, "namespaceObject": None,
+                     "params": {"owner": "team-a"}}
+        whole = _outcome(lambda v=variables: cel._result(program._expression.eval(data=cel._prepare(v))))
+        assert _outcome(lambda v=variables: program.evaluate(v)) == whole
+        assert _outcome(lambda v=variables: program.evaluate(cel.Bindings(v))) == whole
