@@ -66,6 +66,9 @@ from kinitiras_py.engine.evaluation.costmodel import Path
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject")
 _KNOWN = frozenset(VARIABLES)
+_READS: dict[celreads.Reads, celreads.Reads] = {}
+"""Programs' reads, interned: programs reading alike share activations (Bindings keys them by id)."""
+MAX_INTERNED = 4096
 MAX_SOURCE_BYTES = 64 * 1024
 CACHE_SIZE = 1024
 INLINE_COST = 1_000_000
@@ -194,11 +197,12 @@ class Bindings:
 
     def __init__(self, variables: Mapping[str, JSON]) -> None:
         self._variables = variables
-        self._activations: dict[celreads.Reads | None, tuple[Any, dict[str, celreads.Taken]]] = {}
+        # Keyed by id(): reads are interned (compile_program) and long tuples hash slowly.
+        self._activations: dict[int, tuple[celreads.Reads | None, Any, dict[str, celreads.Taken]]] = {}
         self._sizes: dict[str, int] = {}
         self._estimated: dict[str, list[tuple[str, ...]]] = {}
         """Variables whose size is an upper bound: the paths changed since (:meth:`changed`)."""
-        self._longest: dict[tuple[Path, ...], tuple[int, str]] = {}
+        self._longest: dict[int, tuple[tuple[Path, ...], tuple[int, str]]] = {}  # by id() of the paths
 
     def largest(self, names: tuple[str, ...], within: int | None = None) -> int:
         """:func:`bounds.largest` of the variables ``names``, each variable measured once; when
@@ -224,20 +228,20 @@ class Bindings:
 
     def longest(self, paths: tuple[Path, ...]) -> tuple[int, str]:
         """:func:`bounds.longest` at ``paths``, computed once for each set of paths."""
-        most = self._longest.get(paths)
-        if most is None:
-            most = self._longest[paths] = bounds.longest(self._variables, paths)
-        return most
+        entry = self._longest.get(id(paths))
+        if entry is None or entry[0] is not paths:
+            entry = self._longest[id(paths)] = (paths, bounds.longest(self._variables, paths))
+        return entry[1]
 
     def activation(self, reads: celreads.Reads | None = None) -> Any:
         """The cel-expr-python activation holding the parts ``reads`` of the variables, made on
         first use: a value that cannot be converted raises then, inside the evaluation, as it
         would without bindings."""
-        entry = self._activations.get(reads)
-        if entry is None:
+        entry = self._activations.get(id(reads))
+        if entry is None or entry[0] is not reads:
             data, taken = _projected(self._variables, reads)
-            entry = self._activations[reads] = (_env().Activation(data=_prepare(data)), taken)
-        return entry[0]
+            entry = self._activations[id(reads)] = (reads, _env().Activation(data=_prepare(data)), taken)
+        return entry[1]
 
     def changed(self, name: str, value: JSON, paths: list[tuple[str, ...]]) -> Bindings:
         """These bindings with the variable ``name`` now ``value``, which differs from the old
@@ -248,9 +252,10 @@ class Bindings:
         new._estimated = {key: list(changes) for key, changes in self._estimated.items()}
         if name in self._sizes:
             new._estimated.setdefault(name, []).extend(paths)
-        for reads, (activation, taken) in self._activations.items():
+        for key, entry in self._activations.items():
+            taken = entry[2]
             if name not in taken or not celreads.touches(taken[name], paths):
-                new._activations[reads] = (activation, taken)
+                new._activations[key] = entry
         return new
 
 
@@ -342,7 +347,10 @@ def compile_program(source: str) -> Program:
             f"estimated cost {bound.cost:,} exceeds the budget of {cost.BUDGET:,} (about a second), even for "
             f"requests of {bound.bytes:,} bytes with lists of {bound.items} entries: iterate less, or over "
             "shorter lists")
-    return Program(source, expression, bound, celreads.reads(serialized, VARIABLES))
+    reads = celreads.reads(serialized, VARIABLES)
+    if reads is not None and len(_READS) < MAX_INTERNED:
+        reads = _READS.setdefault(reads, reads)
+    return Program(source, expression, bound, reads)
 
 
 def check_syntax(source: str) -> str | None:

@@ -283,8 +283,13 @@ def _take(value: Any, node: _Node, taken: set[tuple[Path, bool]]) -> Any:
 def touches(taken: Taken, changed: list[tuple[str, ...]]) -> bool:
     """Whether a change at any of ``changed`` may change a projection that depends on ``taken``."""
     for change in changed:
+        if not change:
+            return True
+        first, size = change[0], len(change)
         for path, deep in taken:
-            if len(change) > len(path) and not deep:
+            if path and path[0] != first and path[0] != ANY:  # most paths part at the first segment
+                continue
+            if size > len(path) and not deep:
                 continue
             if all(p in (ANY, c) for p, c in zip(path, change, strict=False)):
                 return True
