@@ -283,12 +283,14 @@ def _projected(variables: Mapping[str, JSON], reads: celreads.Reads | None
     if not _KNOWN.issuperset(variables):
         raise ValueError(f"unknown CEL variables {sorted(set(variables) - _KNOWN)}; expected some of {VARIABLES}")
     if reads is None:
-        return dict(variables), {name: (((), True),) for name in variables}
+        return {name: variables.get(name) for name in VARIABLES}, {name: (((), True),) for name in VARIABLES}
     data: dict[str, JSON] = {}
     taken: dict[str, celreads.Taken] = {}
     for name, found in reads:
         if name in variables:
             data[name], taken[name] = celreads.project(variables[name], found)
+        else:  # a variable not supplied is null
+            data[name], taken[name] = None, (((), True),)
     return data, taken
 
 
@@ -311,10 +313,11 @@ def runs_long(programs: Iterable[Program | None], obj: JSON) -> bool:
 
 
 def _prepare(variables: Mapping[str, JSON]) -> dict[str, Any]:
-    unknown = set(variables) - set(VARIABLES)
+    """``variables`` as cel-expr-python takes them; those a program does not read may be left out."""
+    unknown = set(variables) - _KNOWN
     if unknown:
         raise ValueError(f"unknown CEL variables {sorted(unknown)}; expected some of {VARIABLES}")
-    return {name: _input(name, variables.get(name)) for name in VARIABLES}
+    return {name: _input(name, value) for name, value in variables.items()}
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)

@@ -232,3 +232,10 @@ def test_templates_read_the_same_from_their_parts(template: dict[str, Any]) -> N
         whole = _outcome(lambda v=variables: cel._result(program._expression.eval(data=cel._prepare(v))))
         assert _outcome(lambda v=variables: program.evaluate(v)) == whole
         assert _outcome(lambda v=variables: program.evaluate(cel.Bindings(v))) == whole
+
+
+@pytest.mark.parametrize("source", ["oldObject == null", "oldObject.?spec.hasValue() || true", "has(object.kind)"])
+def test_a_variable_read_but_not_supplied_is_null(source: str) -> None:
+    program = cel.compile_program(source)
+    assert program.evaluate({"object": {"kind": "Pod"}}) is True
+    assert program.evaluate(cel.Bindings({"object": {"kind": "Pod"}})) is True
