@@ -9,7 +9,8 @@ from typing import Any
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import overriding, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.evaluation.cel import Bindings, runs_long
+from kinitiras_py.engine.evaluation.cel import runs_long
+from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.results import Mutation, Verdict
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.refs import resolver

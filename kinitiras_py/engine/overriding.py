@@ -18,7 +18,7 @@ from kinitiras_py.base.errors import KinitirasError, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import origin, patchlog
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
-from kinitiras_py.engine.evaluation.cel import Bindings
+from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, RuleId
 
 RuleKey = tuple[str, int]

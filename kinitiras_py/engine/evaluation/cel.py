@@ -53,7 +53,7 @@ import itertools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from cel_expr_python import cel
@@ -61,8 +61,10 @@ from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_option
 
 from kinitiras_py.base.errors import CelCompileError, CelEvalError
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import bounds, celbridge, celcheck, celext, celreads, cost, costmodel
-from kinitiras_py.engine.evaluation.costmodel import Path
+from kinitiras_py.engine.evaluation import bounds, celbridge, celcheck, celext, celreads, cost
+
+if TYPE_CHECKING:
+    from kinitiras_py.engine.evaluation.celbindings import Bindings
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject")
 _KNOWN = frozenset(VARIABLES)
@@ -168,15 +170,15 @@ class Program:
         """
         paths, names = self.bound.paths, self.bound.variables
         if paths is not None and names is not None:
-            if isinstance(variables, Bindings):
-                bounds.check_size(self.bound, variables.longest(paths), variables.largest(names, self.bound.bytes))
-            else:
+            if isinstance(variables, Mapping):
                 bounds.check_size(self.bound, bounds.longest(variables, paths), bounds.largest(variables, names))
+            else:
+                bounds.check_size(self.bound, variables.longest(paths), variables.largest(names, self.bound.bytes))
         bounds.start()
         try:
-            if isinstance(variables, Bindings):
-                return _result(self._expression.eval(activation=variables.activation(self.reads)))
-            return _result(self._expression.eval(data=_prepare(_projected(variables, self.reads)[0])))
+            if isinstance(variables, Mapping):
+                return _result(self._expression.eval(data=_prepare(_projected(variables, self.reads)[0])))
+            return _result(self._expression.eval(activation=variables.activation(self.reads)))
         except RuntimeError as e:  # some conversion failures raise instead of yielding an error value
             raise _eval_error(str(e)) from None
         finally:
@@ -184,114 +186,12 @@ class Program:
             celbridge.release()
 
 
-class Bindings:
-    """Variables converted for CEL once, shared by every program evaluated against them.
-
-    cel-expr-python converts a variable on the first evaluation that reads it (about 95 µs for
-    a 9.5 KB Pod). Programs evaluated against the same bindings pay it once for each set of
-    parts they read (:mod:`.celreads`), and :meth:`changed` keeps the conversions a change did
-    not touch. The values must not change while the bindings are in use.
-    """
-
-    __slots__ = ("_activations", "_estimated", "_longest", "_sizes", "_variables")
-
-    def __init__(self, variables: Mapping[str, JSON]) -> None:
-        self._variables = variables
-        # Keyed by id(): reads are interned (compile_program) and long tuples hash slowly.
-        self._activations: dict[int, tuple[celreads.Reads | None, Any, dict[str, celreads.Taken]]] = {}
-        self._sizes: dict[str, int] = {}
-        self._estimated: dict[str, list[tuple[str, ...]]] = {}
-        """Variables whose size is an upper bound: the paths changed since (:meth:`changed`)."""
-        self._longest: dict[int, tuple[tuple[Path, ...], tuple[int, str]]] = {}  # by id() of the paths
-
-    def largest(self, names: tuple[str, ...], within: int | None = None) -> int:
-        """:func:`bounds.largest` of the variables ``names``, each variable measured once; when
-        that is at most ``within``, possibly an upper bound instead (see :meth:`changed`)."""
-        if costmodel.EVERYWHERE in names:
-            names = tuple(self._variables)
-        size = 0
-        for name in names:
-            own = self._sizes.get(name)
-            changes = self._estimated.get(name)
-            if own is not None and changes is not None:
-                # Serialized, the value is at most what it was when measured plus what lies at
-                # the paths changed since, with their keys (parents a lenient add made included).
-                own += sum(_grown(self._variables[name], path) for path in changes)
-                self._sizes[name], self._estimated[name] = own, []
-                if own > (within or 0):
-                    own = None
-            if own is None:
-                own = self._sizes[name] = bounds.largest(self._variables, (name,))
-                self._estimated.pop(name, None)
-            size = max(size, own)
-        return size
-
-    def longest(self, paths: tuple[Path, ...]) -> tuple[int, str]:
-        """:func:`bounds.longest` at ``paths``, computed once for each set of paths."""
-        entry = self._longest.get(id(paths))
-        if entry is None or entry[0] is not paths:
-            entry = self._longest[id(paths)] = (paths, bounds.longest(self._variables, paths))
-        return entry[1]
-
-    def activation(self, reads: celreads.Reads | None = None) -> Any:
-        """The cel-expr-python activation holding the parts ``reads`` of the variables, made on
-        first use: a value that cannot be converted raises then, inside the evaluation, as it
-        would without bindings."""
-        entry = self._activations.get(id(reads))
-        if entry is None or entry[0] is not reads:
-            data, taken = _projected(self._variables, reads)
-            entry = self._activations[id(reads)] = (reads, _env().Activation(data=_prepare(data)), taken)
-        return entry[1]
-
-    def changed(self, name: str, value: JSON, paths: list[tuple[str, ...]]) -> Bindings:
-        """These bindings with the variable ``name`` now ``value``, which differs from the old
-        one at most at ``paths`` (JSON pointer tokens; see :class:`.patchlog.Draft`): the
-        conversions of parts no path lies on, above or below are kept."""
-        new = Bindings({**self._variables, name: value})
-        new._sizes = dict(self._sizes)
-        new._estimated = {key: list(changes) for key, changes in self._estimated.items()}
-        if name in self._sizes:
-            new._estimated.setdefault(name, []).extend(paths)
-        for key, entry in self._activations.items():
-            taken = entry[2]
-            if name not in taken or not celreads.touches(taken[name], paths):
-                new._activations[key] = entry
-        return new
-
-
-def _grown(value: JSON, path: tuple[str, ...]) -> int:
-    """At most how many bytes the serialized ``value`` gained by a change at ``path``."""
-    keys = sum(len(orjson.dumps(token)) + 4 for token in path)  # "token":{...}, or an index
-    node: Any = value
-    for token in path:
-        if type(node) is dict:
-            node = node.get(token)
-        elif type(node) is list and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return keys
-    try:
-        return keys + len(orjson.dumps(node, option=orjson.OPT_PASSTHROUGH_SUBCLASS))
-    except TypeError:  # not JSON: no bound; the conversion to CEL reports it
-        return cost.MAX_REQUEST_BYTES * 1024
-
-
 def _projected(variables: Mapping[str, JSON], reads: celreads.Reads | None
                ) -> tuple[dict[str, JSON], dict[str, celreads.Taken]]:
-    """The parts of ``variables`` that ``reads`` names (all of them for None), and for each
-    variable where they depend on it (:func:`celreads.project`)."""
+    """:func:`celreads.project_all` of ``variables``, which must all be known."""
     if not _KNOWN.issuperset(variables):
         raise ValueError(f"unknown CEL variables {sorted(set(variables) - _KNOWN)}; expected some of {VARIABLES}")
-    if reads is None:
-        return {name: variables.get(name) for name in VARIABLES}, {name: (((), True),) for name in VARIABLES}
-    data: dict[str, JSON] = {}
-    taken: dict[str, celreads.Taken] = {}
-    for name, found in reads:
-        if name in variables:
-            data[name], taken[name] = celreads.project(variables[name], found)
-        else:  # a variable not supplied is null
-            data[name], taken[name] = None, (((), True),)
-    return data, taken
+    return celreads.project_all(variables, reads, VARIABLES)
 
 
 def runs_long(programs: Iterable[Program | None], obj: JSON) -> bool:

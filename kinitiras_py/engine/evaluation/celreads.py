@@ -30,6 +30,7 @@ How a value is cut
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 from kinitiras_py.engine.evaluation.celcheck import fields
@@ -237,6 +238,23 @@ def _trie(found: tuple[Read, ...]) -> _Node:
         return _Node(path, hows, {segment: build((*path, segment)) for segment in segments})
 
     return build(())
+
+
+def project_all(variables: Mapping[str, Any], reads: Reads | None, names: tuple[str, ...]
+                ) -> tuple[dict[str, Any], dict[str, Taken]]:
+    """The parts of ``variables`` that ``reads`` names (all of ``names`` for None; a variable
+    read but not supplied is null), and for each variable where they depend on it."""
+    whole: Taken = (((), True),)
+    if reads is None:
+        return {name: variables.get(name) for name in names}, dict.fromkeys(names, whole)
+    data: dict[str, Any] = {}
+    taken: dict[str, Taken] = {}
+    for name, found in reads:
+        if name in variables:
+            data[name], taken[name] = project(variables[name], found)
+        else:
+            data[name], taken[name] = None, whole
+    return data, taken
 
 
 def project(value: Any, found: tuple[Read, ...]) -> tuple[Any, Taken]:

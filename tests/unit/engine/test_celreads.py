@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from kinitiras_py.engine.evaluation import cel, celreads
+from kinitiras_py.engine.evaluation.celbindings import Bindings
 
 POD: dict[str, Any] = {
     "apiVersion": "v1", "kind": "Pod",
@@ -93,7 +94,7 @@ def test_the_parts_read_give_the_same_result_as_the_whole(source: str) -> None:
         got = str(e)
     assert got == expected
     try:
-        shared: Any = program.evaluate(cel.Bindings({"object": POD}))
+        shared: Any = program.evaluate(Bindings({"object": POD}))
     except cel.CelEvalError as e:
         shared = str(e)
     assert shared == expected
@@ -147,7 +148,7 @@ def test_touches(changed: list[tuple[str, ...]], touched: bool) -> None:
 def test_bindings_keep_what_a_change_did_not_touch() -> None:
     labels = cel.compile_program("object.metadata.labels.app")
     spec = cel.compile_program("object.spec.priority")
-    bound = cel.Bindings({"object": POD})
+    bound = Bindings({"object": POD})
     assert (labels.evaluate(bound), spec.evaluate(bound)) == ("web", 3)
     changed = copy.deepcopy(POD)
     changed["metadata"]["labels"]["app"] = "db"
@@ -158,7 +159,7 @@ def test_bindings_keep_what_a_change_did_not_touch() -> None:
 
 
 def test_a_changed_variable_is_measured_again_only_when_its_bound_may_not_hold() -> None:
-    bound = cel.Bindings({"object": POD})
+    bound = Bindings({"object": POD})
     size = bound.largest(("object",))
     grown = copy.deepcopy(POD)
     grown["metadata"]["labels"] = {"new": "x" * 100}  # a parent created on the way too
@@ -172,7 +173,7 @@ def test_a_changed_variable_is_measured_again_only_when_its_bound_may_not_hold()
 
 
 def test_an_upper_bound_is_measured_when_it_exceeds_a_later_bound() -> None:
-    bound = cel.Bindings({"object": POD})
+    bound = Bindings({"object": POD})
     bound.largest(("object",))
     grown = copy.deepcopy(POD)
     grown["spec"]["priority"] = 4
@@ -231,11 +232,11 @@ def test_templates_read_the_same_from_their_parts(template: dict[str, Any]) -> N
                      "params": {"owner": "team-a"}}
         whole = _outcome(lambda v=variables: cel._result(program._expression.eval(data=cel._prepare(v))))
         assert _outcome(lambda v=variables: program.evaluate(v)) == whole
-        assert _outcome(lambda v=variables: program.evaluate(cel.Bindings(v))) == whole
+        assert _outcome(lambda v=variables: program.evaluate(Bindings(v))) == whole
 
 
 @pytest.mark.parametrize("source", ["oldObject == null", "oldObject.?spec.hasValue() || true", "has(object.kind)"])
 def test_a_variable_read_but_not_supplied_is_null(source: str) -> None:
     program = cel.compile_program(source)
     assert program.evaluate({"object": {"kind": "Pod"}}) is True
-    assert program.evaluate(cel.Bindings({"object": {"kind": "Pod"}})) is True
+    assert program.evaluate(Bindings({"object": {"kind": "Pod"}})) is True
