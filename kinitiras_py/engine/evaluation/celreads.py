@@ -71,7 +71,21 @@ def reads(serialized: bytes, variables: tuple[str, ...]) -> Reads | None:
     grouped: dict[str, set[Read]] = {}
     for name, path, how in reader.found:
         grouped.setdefault(name, set()).add((path, how))
-    return tuple((name, _minimal(found)) for name, found in sorted(grouped.items()))
+    return tuple((name, _minimal(_widened(found))) for name, found in sorted(grouped.items()))
+
+
+def _widened(found: set[Read]) -> set[Read]:
+    """``found`` with a map read whole where a program only looks it up by constant keys (its
+    kind, then some of its keys, nothing deeper): ``labels[?"a"]`` and ``labels[?"b"]`` then read
+    the same, so programs differing only in the keys share one conversion (maps looked up so are
+    small, as a rule)."""
+    below: dict[Path, bool] = {}  # whether every read below a path is a lookup of one of its keys
+    for path, _ in found:
+        for depth in range(len(path)):
+            parent = path[:depth]
+            below[parent] = below.get(parent, True) and depth == len(path) - 1 and path[-1] != ANY
+    lookups = {path for path, how in found if how == "kind" and below.get(path)}
+    return {(path[:-1], "all") if path and path[:-1] in lookups else (path, how) for path, how in found}
 
 
 def _minimal(found: set[Read]) -> tuple[Read, ...]:

@@ -52,10 +52,14 @@ def whole(*paths: tuple[str, ...]) -> tuple[celreads.Read, ...]:
     ("cel.bind(object, {'a': 1}, object.a) == 1", ()),
     ("[object.kind].map(x, x + object.apiVersion)", (("object", whole(("apiVersion",), ("kind",))),)),
     # Through bindings, optionals, dyn() and the branches of a conditional.
-    ("cel.bind(m, object.metadata, type(m) == map ? dyn(m[?'labels'].orValue({})) : {})",
-     (("object", ((("metadata",), "kind"), (("metadata", "labels"), "all"))),)),
-    ("object.?spec.optFlatMap(s, s[?'replicas']).orValue(1) > 2",
-     (("object", ((("spec",), "kind"), (("spec", "replicas"), "all"))),)),
+    ("cel.bind(m, object.metadata, type(m) == map ? dyn(m[?'labels'].orValue({}).?x.orValue(0)) : 0)",
+     (("object", ((("metadata",), "kind"), (("metadata", "labels", "x"), "all"))),)),
+    ("object.?spec.optFlatMap(s, s[?'template'].?spec).hasValue()",
+     (("object", ((("spec",), "kind"), (("spec", "template", "spec"), "kind"))),)),
+    # A map only looked up by constant keys is read whole: programs differing in the keys read alike.
+    ("type(object.metadata.labels) == map && object.metadata.labels[?'a'] == optional.of('1')",
+     (("object", whole(("metadata", "labels"))),)),
+    ("object.?spec.optFlatMap(s, s[?'replicas']).orValue(1) > 2", (("object", whole(("spec",))),)),
     ("size(object.spec.containers) > 1", (("object", ((("spec", "containers"), "size"),)),)),
     ("range(size(object.spec.containers)).map(i, type(object.spec.containers[i]) == map)",
      (("object", ((("spec", "containers"), "size"), (("spec", "containers", "*"), "kind"))),)),
