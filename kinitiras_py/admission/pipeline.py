@@ -26,6 +26,9 @@ class Request:
     namespace: str = ""
     user_info: Obj = field(default_factory=dict)
     dry_run: bool = False
+    size: int | None = None
+    """Bytes of the review that carried the request, when known (what decides whether a dear rule
+    is evaluated off the event loop, without serialising the object again)."""
 
     def cel_request(self) -> Obj:
         """The ``request`` variable rules see."""
@@ -95,7 +98,7 @@ class Pipeline:
         if not matches:
             return Mutation(object=request.object)
         variables = await self._variables(request, request.object)
-        if runs_long((p for _, rule in matches for p in (rule.rendered, rule.cel)), request.object):
+        if runs_long((p for _, rule in matches for p in (rule.rendered, rule.cel)), request.object, request.size):
             # Off the event loop: it serves probes and keeps the deadline whenever our functions run.
             return await asyncio.to_thread(overriding.mutate, matches, request.object, variables, params, errors)
         return overriding.mutate(matches, request.object, variables, params, errors)

@@ -194,11 +194,12 @@ def _projected(variables: Mapping[str, JSON], reads: celreads.Reads | None
     return celreads.project_all(variables, reads, VARIABLES)
 
 
-def runs_long(programs: Iterable[Program | None], obj: JSON) -> bool:
+def runs_long(programs: Iterable[Program | None], obj: JSON, size: int | None = None) -> bool:
     """Whether evaluating ``programs`` against ``obj`` may take long enough to leave the event loop.
 
     True when a program costs more than :data:`INLINE_COST` by itself, or may for a request
-    larger than :data:`INLINE_BYTES` and ``obj`` is. A thread hop costs about 100 µs, so the
+    larger than :data:`INLINE_BYTES` and ``obj`` is (``size``, when given, is taken for its
+    serialized size: the review's, which holds it). A thread hop costs about 100 µs, so the
     common small request is evaluated where it is.
     """
     dear = [p for p in programs if p is not None and p.bound.cost > INLINE_COST]
@@ -206,6 +207,8 @@ def runs_long(programs: Iterable[Program | None], obj: JSON) -> bool:
         return True
     if not dear:
         return False
+    if size is not None:
+        return size > INLINE_BYTES
     try:
         return len(orjson.dumps(obj, option=orjson.OPT_PASSTHROUGH_SUBCLASS)) > INLINE_BYTES
     except TypeError:  # not plain JSON (an integer beyond 64 bits): the conversion reports it

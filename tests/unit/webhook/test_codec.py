@@ -42,9 +42,11 @@ def test_decode_names_the_field_of_the_wrong_type(request_fields: dict[str, Any]
 
 
 def test_well_typed_optional_fields_and_nulls_are_accepted() -> None:
-    decoded = codec.decode(review(namespace=None, dryRun=None, userInfo=None, options=None, oldObject=None,
-                                  object={"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": None}}))
+    body = review(namespace=None, dryRun=None, userInfo=None, options=None, oldObject=None,
+                  object={"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": None}})
+    decoded = codec.decode(body)
     assert decoded.request.namespace == "" and decoded.request.dry_run is False
+    assert decoded.request.size == len(body)  # what decides whether a dear rule leaves the event loop
 
 
 def test_depth_is_counted_below_the_object_and_the_path_is_shown() -> None:
