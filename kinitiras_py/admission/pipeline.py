@@ -11,7 +11,8 @@ from kinitiras_py.admission import sidecars
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import conditions, jsrules, overriding, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.evaluation.cel import Bindings, runs_long
+from kinitiras_py.engine.evaluation.cel import runs_long
+from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.results import Mutation, Verdict
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.refs import resolver
@@ -27,6 +28,9 @@ class Request:
     namespace: str = ""
     user_info: Obj = field(default_factory=dict)
     dry_run: bool = False
+    size: int | None = None
+    """Bytes of the review that carried the request, when known (what decides whether a dear rule
+    is evaluated off the event loop, without serialising the object again)."""
 
     def cel_request(self) -> Obj:
         """The ``request`` variable rules see."""
@@ -82,8 +86,8 @@ class Pipeline:
         if not request.namespace:
             return None
         try:
-            return await asyncio.wait_for(self.store.get("v1", "Namespace", None, request.namespace),
-                                          self.lookup_timeout)
+            async with asyncio.timeout(self.lookup_timeout):  # no task of its own, unlike wait_for
+                return await self.store.get("v1", "Namespace", None, request.namespace)
         except (LookupError, TimeoutError):
             return None
 
@@ -165,8 +169,9 @@ class Pipeline:
         programs, missing = await sidecars.programs(matches, obj, self.store, self.lookup_timeout)
         errors.update(missing)
         every = [p for _, rule in matches for p in (rule.rendered, rule.cel)] + list(programs.values())
+        size = request.size if obj is request.object else None  # a later tier's object was changed
         with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
-            if any(rule.javascript for _, rule in matches) or runs_long(every, obj):
+            if any(rule.javascript for _, rule in matches) or runs_long(every, obj, size):
                 # Off the event loop: it serves probes and keeps the deadline whenever our functions or
                 # scripts run.
                 return await asyncio.to_thread(overriding.mutate, matches, obj, variables, params, errors, programs)

@@ -13,7 +13,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.evaluation.cel import Bindings
+from kinitiras_py.engine.evaluation.celbindings import Bindings
 
 RuleKey = tuple[str, int]
 

@@ -30,7 +30,7 @@ from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import patching, patchlog
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
-from kinitiras_py.engine.evaluation.cel import Bindings
+from kinitiras_py.engine.evaluation.celbindings import Bindings
 
 MARKER_PREFIX = "policy.kcloudlabs.io/"
 SEVERITY = {"Override": 0, "Skip": 1, "Deny": 2}

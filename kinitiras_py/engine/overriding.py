@@ -18,7 +18,8 @@ from kinitiras_py.base.errors import KinitirasError, RuleDenied, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import injection, jsrules, lastapplied, origin, patchlog, sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
-from kinitiras_py.engine.evaluation.cel import Bindings, Program
+from kinitiras_py.engine.evaluation.cel import Program
+from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, RuleId
 
@@ -39,6 +40,16 @@ def _patch_ops(result: JSON, what: str, answers: bool = False) -> Patch:
         if not isinstance(op, dict) or not isinstance(op.get("op"), str) or not isinstance(op.get("path"), str):
             raise ValueError(f"{what} returned an invalid operation at index {i}: {op!r} (needs op and path)")
     return result
+
+
+def _inputs(working: Obj, draft: patchlog.Draft, variables: dict[str, Any],
+            bound: Bindings | None) -> Bindings | dict[str, Any]:
+    """What a program of the rule evaluates against: the shared bindings while the rule has not
+    changed the object, then those bindings with the object changed (their untouched conversions
+    kept); plain variables for a rule with its own parameters."""
+    if bound is None:
+        return {**variables, "object": draft.doc}
+    return bound if draft.doc is working else bound.changed("object", draft.doc, draft.touched)
 
 
 def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
@@ -66,8 +77,7 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
     for program, what, answers in ((rendered or rule.rendered, "the rendered template", True),
                                    (rule.cel, "the cel rule", False)):
         if program is not None:
-            inputs = bound if bound is not None and draft.doc is working else {**variables, "object": draft.doc}
-            apply(_patch_ops(program.evaluate(inputs), what, answers))
+            apply(_patch_ops(program.evaluate(_inputs(working, draft, variables, bound)), what, answers))
     if rule.javascript is not None:
         apply(jsrules.mutate_ops(rule.javascript, draft.doc, variables))
     if rule.plaintext and not rule.fanout:
@@ -78,8 +88,7 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
             if made is None:
                 apply([op])
                 continue
-            inputs = bound if bound is not None and draft.doc is working else {**variables, "object": draft.doc}
-            apply(fanout.operations(made[0].evaluate(inputs), op, made[1]))
+            apply(fanout.operations(made[0].evaluate(_inputs(working, draft, variables, bound)), op, made[1]))
     if rule.origin:
         origin.apply_origin(draft.doc, rule.origin, policy.ref, rule.index, apply)
     if applied:
@@ -110,8 +119,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     conflict = sidecars.group_conflict(matches, obj)
     if conflict is not None:
         return Mutation(object=obj, failure=conflict)
-    # The working object converted for CEL, shared by rules without parameters until one changes it:
-    # rules that find nothing to do (most of them on UPDATE) then skip the conversion.
+    # The working object converted for CEL, shared by rules without parameters; a change keeps
+    # the conversions of the parts it did not touch (Bindings.changed).
     bound: Bindings | None = None
     # A rule whose conditions or references failed is decided by its failurePolicy, below, like any other.
     injects = [(policy, rule) for policy, rule in matches
@@ -162,7 +171,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
             # Python's != is quick but takes 1, 1.0 and true for equal; same() tells them apart.
             if trial.doc != working or not patchlog.same(trial.doc, working):
                 mutation.applied.append(RuleId(pid, rule.index))
-            bound = None
+            if bound is not None:
+                bound = bound.changed("object", trial.doc, trial.touched)
             working = trial.doc
             log.record(trial)
     mutation.object = working

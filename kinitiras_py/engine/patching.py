@@ -25,7 +25,6 @@ import orjson
 from kinitiras_py.base.errors import PatchError
 from kinitiras_py.base.typedefs import JSON, Patch
 
-_INDEX = re.compile(r"0|[1-9][0-9]*")
 _BAD_ESCAPE = re.compile(r"~(?![01])")
 _OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 _MISSING: Any = object()
@@ -70,7 +69,8 @@ def _split(path: object) -> list[str]:
 
 def is_index(token: str) -> bool:
     """Whether a reference token is an array index as RFC 6901 writes them (no sign, no leading 0)."""
-    return _INDEX.fullmatch(token) is not None
+    # What _INDEX matches, with str methods: a regular expression costs more on this hot path.
+    return token.isascii() and token.isdigit() and (token[0] != "0" or len(token) == 1)
 
 
 def _index(token: str, size: int, *, allow_end: bool) -> int:
@@ -79,7 +79,7 @@ def _index(token: str, size: int, *, allow_end: bool) -> int:
         if allow_end:
             return size
         raise PatchError("'-' (the end of an array) can only be the target of an add")
-    if not _INDEX.fullmatch(token):
+    if not is_index(token):
         raise PatchError(f"invalid array index {token!r}")
     return int(token)
 

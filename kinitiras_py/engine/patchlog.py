@@ -47,6 +47,7 @@ from kinitiras_py.base.typedefs import JSON, Patch
 from kinitiras_py.engine import patching
 
 _MISSING: Any = object()
+_CONTAINERS = (dict, list)
 _Trie = dict[str, Any]
 """Reference token -> child trie, or None where the whole subtree was touched."""
 
@@ -89,17 +90,19 @@ class Draft:
 
     def _before(self, doc: JSON, change: str, tokens: list[str]) -> JSON:
         """Own the containers from the root to the parent of ``tokens``; note the change."""
-        if isinstance(doc, dict | list):
+        owned = self._owned
+        if isinstance(doc, _CONTAINERS) and id(doc) not in owned:
             doc = self._own(doc)
         node: JSON = doc
-        for token in tokens[:-1]:
-            key = _key(node, token)
+        for i in range(len(tokens) - 1):
+            key = _key(node, tokens[i])
             child = _MISSING if key is None else node[key]
-            if not isinstance(child, dict | list):
+            if not isinstance(child, _CONTAINERS):
                 # Missing (the lenient add creates objects there), null or a scalar: nothing to own.
                 node = _MISSING
                 break
-            node[key] = child = self._own(child)
+            if id(child) not in owned:  # copied once per rule; in place from then on
+                node[key] = child = self._own(child)
             node = child
         shifts = tokens and change != "replace" and isinstance(node, list)
         self.touched.append(tuple(tokens[:-1] if shifts else tokens))
@@ -108,7 +111,7 @@ class Draft:
 
 def _key(node: JSON, token: str) -> str | int | None:
     """The key ``token`` names in ``node`` if ``node`` holds it, else None."""
-    if isinstance(node, dict):
+    if type(node) is dict or isinstance(node, dict):
         return token if token in node else None
     if isinstance(node, list) and patching.is_index(token) and int(token) < len(node):
         return int(token)

@@ -21,7 +21,7 @@ from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine import jsrules
 from kinitiras_py.engine.compiled import CompiledPolicy, ValidateRule
-from kinitiras_py.engine.evaluation.cel import Bindings
+from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.overriding import RuleKey
 from kinitiras_py.engine.results import PolicyId, RuleFailure, Verdict
 

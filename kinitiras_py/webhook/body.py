@@ -20,7 +20,13 @@ async def read_body(request: web.Request, limit: int = MAX_BODY_BYTES) -> tuple[
     The stream is read directly rather than through ``request.read()``, whose size error would
     leave nothing to answer with; a declared length over the limit stops reading early.
     """
-    declared_too_large = request.content_length is not None and request.content_length > limit
+    declared = request.content_length
+    if declared is not None and declared <= limit <= MAX_BODY_BYTES:
+        # The common case: a declared length within the limit, which aiohttp holds the body to
+        # (and within the client_max_size that make_app gives aiohttp, so read() cannot refuse it).
+        request[BODY_KEY] = await request.read()
+        return request[BODY_KEY], True
+    declared_too_large = declared is not None and declared > limit
     data = bytearray()
     async for chunk in request.content.iter_chunked(PREFIX_BYTES):
         data += chunk

@@ -106,7 +106,7 @@ def decode(body: bytes) -> Review:
     user: Obj = user_info if isinstance(user_info, dict) else {}
     request = Request(operation=operation, object=obj if isinstance(obj, dict) else {},
                       old_object=old if isinstance(old, dict) else None,
-                      namespace=namespace, user_info=user, dry_run=req.get("dryRun") is True)
+                      namespace=namespace, user_info=user, dry_run=req.get("dryRun") is True, size=len(body))
     return Review(api_version=str(api_version), uid=uid, request=request, raw=req)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -40,12 +41,32 @@ class Metrics:
         self.informer_synced = Gauge("kinitiras_informer_synced", "1 when the informer for a kind has synced",
                                      ["kind"], registry=r)
         self.policies = Gauge("kinitiras_policies", "Policies in the index by kind", ["kind"], registry=r)
+        self._children: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._policies: dict[PolicyId, tuple[Any, Any, Any]] = {}
+
+    def child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, looked up once: the request path counts into the same few
+        children every time, and ``labels()`` costs microseconds."""
+        key = (metric._name, values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found
+
+    def _policy(self, policy: PolicyId) -> tuple[Any, Any, Any]:
+        """The matched, evaluation and patched children of one policy."""
+        found = self._policies.get(policy)
+        if found is None:
+            name = str(policy)
+            found = self._policies[policy] = (self.matched.labels(name), self.evaluation.labels(name),
+                                              self.patched.labels(name))
+        return found
 
     def observe_mutation(self, mutation: Mutation) -> None:
         """Count what one mutation did, per policy."""
         self._observe_timings(mutation.timings)
         for applied in mutation.applied:
-            self.patched.labels(str(applied.policy)).inc()
+            self._policy(applied.policy)[2].inc()
         self._observe_failures(mutation.failure, mutation.ignored)
 
     def observe_verdict(self, verdict: Verdict) -> None:
@@ -57,8 +78,9 @@ class Metrics:
 
     def _observe_timings(self, timings: dict[PolicyId, float]) -> None:
         for policy, seconds in timings.items():
-            self.matched.labels(str(policy)).inc()
-            self.evaluation.labels(str(policy)).observe(seconds)
+            matched, evaluation, _ = self._policy(policy)
+            matched.inc()
+            evaluation.observe(seconds)
 
     def _observe_failures(self, failure: RuleFailure | None, ignored: list[RuleFailure]) -> None:
         for skipped in ignored:

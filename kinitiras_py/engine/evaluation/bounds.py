@@ -45,7 +45,11 @@ def bounded(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
     counted = name in ("range", "lists.range")  # refused before the list exists
 
     def call(*args: Any) -> Any:
-        if time.monotonic() > getattr(_clock, "deadline", float("inf")):
+        try:
+            deadline = _clock.deadline
+        except AttributeError:  # outside an evaluation (a test calling it directly)
+            deadline = float("inf")
+        if time.monotonic() > deadline:
             raise ValueError(f"the evaluation ran longer than its {TIME_LIMIT:g} s limit")
         if counted and isinstance(args[0], int) and args[0] > limit:
             raise ValueError(f"{name}: {args[0]} is more than the {limit} elements a list may have here")
@@ -140,3 +144,21 @@ def check_size(bound: cost.Estimate, most: tuple[int, str], size: int) -> None:
             f"the request is too large for this expression's cost bound ({bound.cost:,} for lists of at "
             f"most {bound.items} entries where it reads them and values of at most {bound.bytes or 0:,} bytes; "
             f"{at})")
+
+
+def grown(value: JSON, path: tuple[str, ...]) -> int:
+    """At most how many bytes serialized ``value`` gained by a change at ``path`` (JSON pointer
+    tokens): what lies there now, with a key for every token (parents a lenient add created)."""
+    keys = sum(len(orjson.dumps(token)) + 4 for token in path)  # "token":{...}, or an index
+    node: Any = value
+    for token in path:
+        if type(node) is dict:
+            node = node.get(token)
+        elif type(node) is list and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return keys
+    try:
+        return keys + len(orjson.dumps(node, option=orjson.OPT_PASSTHROUGH_SUBCLASS))
+    except TypeError:  # not JSON: no bound; the conversion to CEL reports it
+        return cost.MAX_REQUEST_BYTES * 1024

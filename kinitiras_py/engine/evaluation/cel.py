@@ -53,7 +53,7 @@ import itertools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from cel_expr_python import cel
@@ -61,10 +61,16 @@ from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_option
 
 from kinitiras_py.base.errors import CelCompileError, CelEvalError
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import bounds, celbridge, celcheck, celext, cost
-from kinitiras_py.engine.evaluation.costmodel import Path
+from kinitiras_py.engine.evaluation import bounds, celbridge, celcheck, celext, celreads, cost
+
+if TYPE_CHECKING:
+    from kinitiras_py.engine.evaluation.celbindings import Bindings
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject")
+_KNOWN = frozenset(VARIABLES)
+_READS: dict[celreads.Reads, celreads.Reads] = {}
+"""Programs' reads, interned: programs reading alike share activations (Bindings keys them by id)."""
+MAX_INTERNED = 4096
 MAX_SOURCE_BYTES = 64 * 1024
 CACHE_SIZE = 1024
 INLINE_COST = 1_000_000
@@ -149,6 +155,8 @@ class Program:
     _expression: Any = field(repr=False)
     bound: cost.Estimate
     """The estimated cost, and the request data it holds for (checked before evaluating)."""
+    reads: celreads.Reads | None = None
+    """The parts of each variable the program reads (:func:`celreads.reads`); None: anything."""
 
     @property
     def result_type(self) -> str:
@@ -162,15 +170,15 @@ class Program:
         """
         paths, names = self.bound.paths, self.bound.variables
         if paths is not None and names is not None:
-            if isinstance(variables, Bindings):
-                bounds.check_size(self.bound, variables.longest(paths), variables.largest(names))
-            else:
+            if isinstance(variables, Mapping):
                 bounds.check_size(self.bound, bounds.longest(variables, paths), bounds.largest(variables, names))
+            else:
+                bounds.check_size(self.bound, variables.longest(paths), variables.largest(names, self.bound.bytes))
         bounds.start()
         try:
-            if isinstance(variables, Bindings):
-                return _result(self._expression.eval(activation=variables.activation()))
-            return _result(self._expression.eval(data=_prepare(variables)))
+            if isinstance(variables, Mapping):
+                return _result(self._expression.eval(data=_prepare(_projected(variables, self.reads)[0])))
+            return _result(self._expression.eval(activation=variables.activation(self.reads)))
         except RuntimeError as e:  # some conversion failures raise instead of yielding an error value
             raise _eval_error(str(e)) from None
         finally:
@@ -178,53 +186,20 @@ class Program:
             celbridge.release()
 
 
-class Bindings:
-    """Variables converted for CEL once, shared by every program evaluated against them.
-
-    Converting a 10 KB Pod costs about 20 µs per evaluation; programs evaluated against the
-    same bindings pay it once. The values must not change while the bindings are in use.
-    """
-
-    __slots__ = ("_activation", "_largest", "_longest", "_variables")
-
-    def __init__(self, variables: Mapping[str, JSON]) -> None:
-        self._variables = variables
-        self._activation: Any = None
-        self._largest: dict[tuple[str, ...], int] = {}
-        self._longest: dict[tuple[Path, ...], tuple[int, str]] = {}
-
-    @property
-    def variables(self) -> Mapping[str, JSON]:
-        """The variables as given (not converted)."""
-        return self._variables
-
-    def largest(self, names: tuple[str, ...]) -> int:
-        """:func:`bounds.largest` of the variables ``names``, computed once for each set of names."""
-        size = self._largest.get(names)
-        if size is None:
-            size = self._largest[names] = bounds.largest(self._variables, names)
-        return size
-
-    def longest(self, paths: tuple[Path, ...]) -> tuple[int, str]:
-        """:func:`bounds.longest` at ``paths``, computed once for each set of paths."""
-        most = self._longest.get(paths)
-        if most is None:
-            most = self._longest[paths] = bounds.longest(self._variables, paths)
-        return most
-
-    def activation(self) -> Any:
-        """The cel-expr-python activation, made on first use: a value that cannot be converted
-        raises then, inside the evaluation, as it would without bindings."""
-        if self._activation is None:
-            self._activation = _env().Activation(data=_prepare(self._variables))
-        return self._activation
+def _projected(variables: Mapping[str, JSON], reads: celreads.Reads | None
+               ) -> tuple[dict[str, JSON], dict[str, celreads.Taken]]:
+    """:func:`celreads.project_all` of ``variables``, which must all be known."""
+    if not _KNOWN.issuperset(variables):
+        raise ValueError(f"unknown CEL variables {sorted(set(variables) - _KNOWN)}; expected some of {VARIABLES}")
+    return celreads.project_all(variables, reads, VARIABLES)
 
 
-def runs_long(programs: Iterable[Program | None], obj: JSON) -> bool:
+def runs_long(programs: Iterable[Program | None], obj: JSON, size: int | None = None) -> bool:
     """Whether evaluating ``programs`` against ``obj`` may take long enough to leave the event loop.
 
     True when a program costs more than :data:`INLINE_COST` by itself, or may for a request
-    larger than :data:`INLINE_BYTES` and ``obj`` is. A thread hop costs about 100 µs, so the
+    larger than :data:`INLINE_BYTES` and ``obj`` is (``size``, when given, is taken for its
+    serialized size: the review's, which holds it). A thread hop costs about 100 µs, so the
     common small request is evaluated where it is.
     """
     dear = [p for p in programs if p is not None and p.bound.cost > INLINE_COST]
@@ -232,6 +207,8 @@ def runs_long(programs: Iterable[Program | None], obj: JSON) -> bool:
         return True
     if not dear:
         return False
+    if size is not None:
+        return size > INLINE_BYTES
     try:
         return len(orjson.dumps(obj, option=orjson.OPT_PASSTHROUGH_SUBCLASS)) > INLINE_BYTES
     except TypeError:  # not plain JSON (an integer beyond 64 bits): the conversion reports it
@@ -239,10 +216,11 @@ def runs_long(programs: Iterable[Program | None], obj: JSON) -> bool:
 
 
 def _prepare(variables: Mapping[str, JSON]) -> dict[str, Any]:
-    unknown = set(variables) - set(VARIABLES)
+    """``variables`` as cel-expr-python takes them; those a program does not read may be left out."""
+    unknown = set(variables) - _KNOWN
     if unknown:
         raise ValueError(f"unknown CEL variables {sorted(unknown)}; expected some of {VARIABLES}")
-    return {name: _input(name, variables.get(name)) for name in VARIABLES}
+    return {name: _input(name, value) for name, value in variables.items()}
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
@@ -259,7 +237,8 @@ def compile_program(source: str) -> Program:
         expression = _env().compile(source)
     except RuntimeError as e:
         raise CelCompileError(_clean(str(e))) from None
-    misuse = celcheck.optional_misuse(expression.serialize(), _LIBRARY)
+    serialized = expression.serialize()
+    misuse = celcheck.optional_misuse(serialized, _LIBRARY)
     if misuse:
         raise CelCompileError(f"{misuse} is an optional value, which cel-expr-python cannot convert; "
                               "unwrap it with .orValue(default) first")
@@ -268,13 +247,16 @@ def compile_program(source: str) -> Program:
             f"the expression evaluates to {expression.return_type().name()}, which has no JSON form; "
             "unwrap it with .orValue(default)"
         )
-    bound = cost.estimate(expression.serialize(), INLINE_COST)
+    bound = cost.estimate(serialized, INLINE_COST)
     if bound.cost > cost.BUDGET:
         raise CelCompileError(
             f"estimated cost {bound.cost:,} exceeds the budget of {cost.BUDGET:,} (about a second), even for "
             f"requests of {bound.bytes:,} bytes with lists of {bound.items} entries: iterate less, or over "
             "shorter lists")
-    return Program(source, expression, bound)
+    reads = celreads.reads(serialized, VARIABLES)
+    if reads is not None and len(_READS) < MAX_INTERNED:
+        reads = _READS.setdefault(reads, reads)
+    return Program(source, expression, bound, reads)
 
 
 def check_syntax(source: str) -> str | None:
@@ -372,7 +354,8 @@ def _result(result: Any) -> JSON:
         # Results whose debug text shows either take the slow path.
         text = repr(result)
         plain = _careful(result) if "null" in text or "optional." in text else result.plain_value()
-        _check_json(plain)
+        if not _plain_json(plain):
+            _check_json(plain)
     except _NotJSON as e:
         raise e.error("result") from None
     return plain
@@ -405,6 +388,19 @@ def _careful(value: Any) -> Any:
                 raise
         return result
     return item
+
+
+_STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def _plain_json(value: Any) -> bool:
+    """Quick, at C speed: whether orjson takes ``value`` as JSON, timestamps, durations, bytes,
+    types and maps with keys other than strings refused. When not, :func:`_check_json` says why."""
+    try:
+        orjson.dumps(value, option=_STRICT)
+    except TypeError:
+        return False
+    return True
 
 
 def _check_json(value: Any) -> None:

@@ -62,7 +62,11 @@ def bridge(name: str, impl: Callable[..., Any]) -> Any:
         except Exception as e:  # a ctypes callback cannot raise: see MARK
             message = (str(e) or type(e).__name__).replace("\0", "")
             result = type(f"{MARK}{message}{MARK}", (), {"__slots__": ()})()
-        calls_pending().append((args, result))
+        try:
+            pending = _calls.pending
+        except AttributeError:
+            pending = calls_pending()
+        pending.append((args, result))
         return result
 
     callback = _CALLBACK(trampoline)

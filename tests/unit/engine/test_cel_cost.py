@@ -136,3 +136,6 @@ def test_only_requests_that_may_run_long_leave_the_event_loop() -> None:
     assert cel.runs_long([cheap, dear_by_itself], small)
     assert not cel.runs_long([dear_on_large_objects], small)
     assert cel.runs_long([dear_on_large_objects], large)
+    # The size of the review that carried the object, when given, is what counts.
+    assert cel.runs_long([dear_on_large_objects], small, cel.INLINE_BYTES + 1)
+    assert not cel.runs_long([dear_on_large_objects], large, cel.INLINE_BYTES)

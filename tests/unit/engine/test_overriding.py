@@ -15,6 +15,7 @@ import pytest
 
 from kinitiras_py.engine import overriding
 from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.results import Mutation, PolicyId
 from kinitiras_py.engine.selection import PolicyIndex
 
@@ -480,28 +481,51 @@ def count_bindings(monkeypatch: pytest.MonkeyPatch) -> list[Obj]:
     return made
 
 
+def count_conversions(monkeypatch: pytest.MonkeyPatch) -> list[Obj | None]:
+    """Record the object (the part of it converted) of every activation made for CEL."""
+    converted: list[Obj | None] = []
+    real = cel._projected
+
+    def spy(variables: Obj, reads: Any) -> Any:
+        data, taken = real(variables, reads)
+        converted.append(data.get("object"))
+        return data, taken
+
+    monkeypatch.setattr(cel, "_projected", spy)
+    return converted
+
+
 def test_rules_that_change_nothing_share_one_conversion(monkeypatch: pytest.MonkeyPatch) -> None:
     made = count_bindings(monkeypatch)
-    noop = {"cel": "[]"}
+    converted = count_conversions(monkeypatch)
+    noop = {"cel": "object.spec.containers == [] ? [] : []"}
     mutation = run([policy(noop, noop, name=f"p{i}") for i in range(3)], POD)
     assert mutation.failure is None and mutation.patch == []
     assert made == [POD]
+    assert [c for c in converted if c is not None] == [{"spec": {"containers": POD["spec"]["containers"]}}]
 
 
-def test_a_change_ends_the_sharing_and_later_rules_see_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    made = count_bindings(monkeypatch)
+def test_a_change_keeps_the_conversions_it_did_not_touch(monkeypatch: pytest.MonkeyPatch) -> None:
+    converted = count_conversions(monkeypatch)
+    reads_spec = {"cel": "object.spec.containers == [] ? [] : []"}
     rules = [
-        {"cel": "[]"},
+        reads_spec,
         {"cel": '[{"op": "add", "path": "/metadata/labels", "value": {"x": "1"}}]'},
+        reads_spec,  # the labels are not what it read: its conversion is kept
         {"cel": '[{"op": "add", "path": "/metadata/annotations", "value": {"seen": object.metadata.labels["x"]}}]'},
-        {"cel": "[]"},
+        {"cel": '[{"op": "add", "path": "/spec/priority", "value": 3}]'},
+        reads_spec,  # nor the priority
+        {"cel": '[{"op": "add", "path": "/spec/containers/-", "value": {"name": "b"}}]'},
+        reads_spec,  # the containers changed: converted again
     ]
     mutation = run([policy(*rules)], POD)
     assert mutation.failure is None, mutation.failure
     assert mutation.object["metadata"]["annotations"] == {"seen": "1"}
-    # One for the original object, one after rule 1 changed it; rule 2's change ends that one too.
-    assert [m["metadata"].get("labels") for m in made] == [None, {"x": "1"}, {"x": "1"}]
-    assert "annotations" in made[2]["metadata"]
+    containers = POD["spec"]["containers"]
+    # Rules reading nothing of the object convert none of it (None; so does compiling).
+    assert [c for c in converted if c is not None] == [
+        {"spec": {"containers": containers}}, {"metadata": {"labels": {"x": "1"}}},
+        {"spec": {"containers": [*containers, {"name": "b"}]}}]
 
 
 def test_a_failed_rule_keeps_the_sharing(monkeypatch: pytest.MonkeyPatch) -> None:

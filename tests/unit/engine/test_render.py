@@ -101,29 +101,39 @@ cel.bind(spec, cel.bind(s, (
       .optFlatMap(v, type(v) == map ? v[?"template"] : optional.none())
       .optFlatMap(v, type(v) == map ? v[?"spec"] : optional.none()) :
     optional.none()).orValue({}), type(s) == map ? s : dyn({})),
-// containers then init containers, only those named ["app"], each with its JSON pointer
-cel.bind(containers,
+// per container, then init container named ["app"]: its requests (null when missing), where they are and
+// what the factors make of its limits; only names and resources are read
+cel.bind(entries,
   cel.bind(items, spec[?"containers"].orValue([]),
     type(items) != list || size(items) == 0 ? [] : range(size(items))
       .filter(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"])
-      .map(i, {"container": dyn(items[i]), "path": at + "/containers/" + string(i)}))
+      .map(i, cel.bind(resources, items[i][?"resources"].orValue({}),
+        cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
+        cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
+          "requests": type(requests) == map ? requests : dyn(null),
+          "path": at + "/containers/" + string(i) + "/resources/requests",
+          "wanted": type(limits) != map ? {} : {
+            ?"cpu": limits[?"cpu"].optFlatMap(q, q == null ? optional.none()
+              : optional.of(string(q).scale("0.5", "0.001"))),
+            ?"memory": limits[?"memory"].optFlatMap(q, q == null ? optional.none()
+              : optional.of(string(q).scale("0.2", "1")))
+          }
+        })))))
   + cel.bind(items, spec[?"initContainers"].orValue([]),
     type(items) != list || size(items) == 0 ? [] : range(size(items))
       .filter(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"])
-      .map(i, {"container": dyn(items[i]), "path": at + "/initContainers/" + string(i)})),
-// per container: its requests (null when missing) and, unless removing, what the factors make of its limits
-cel.bind(entries, containers.map(c, cel.bind(resources, c.container[?"resources"].orValue({}),
-  cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
-  cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
-    "requests": type(requests) == map ? requests : dyn(null),
-    "path": c.path + "/resources/requests",
-    "wanted": type(limits) != map ? {} : {
-      ?"cpu": limits[?"cpu"].optFlatMap(q, q == null ? optional.none()
-        : optional.of(string(q).scale("0.5", "0.001"))),
-      ?"memory": limits[?"memory"].optFlatMap(q, q == null ? optional.none()
-        : optional.of(string(q).scale("0.2", "1")))
-    }
-  })))),
+      .map(i, cel.bind(resources, items[i][?"resources"].orValue({}),
+        cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
+        cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
+          "requests": type(requests) == map ? requests : dyn(null),
+          "path": at + "/initContainers/" + string(i) + "/resources/requests",
+          "wanted": type(limits) != map ? {} : {
+            ?"cpu": limits[?"cpu"].optFlatMap(q, q == null ? optional.none()
+              : optional.of(string(q).scale("0.5", "0.001"))),
+            ?"memory": limits[?"memory"].optFlatMap(q, q == null ? optional.none()
+              : optional.of(string(q).scale("0.2", "1")))
+          }
+        }))))),
   // missing requests are added whole; present ones are set one by one where they differ
   entries.filter(c, c.requests == null && size(c.wanted) > 0)
     .map(c, {"op": "add", "path": c.path, "value": c.wanted})
@@ -133,7 +143,7 @@ cel.bind(entries, containers.map(c, cel.bind(resources, c.container[?"resources"
   + entries.filter(c, c.requests != null && "memory" in c.wanted
       && c.requests[?"memory"] != c.wanted[?"memory"])
     .map(c, {"op": "add", "path": c.path + "/memory", "value": c.wanted["memory"]})
-))))
+)))
 """
 
 OVERSELL_REMOVE = {"type": "resourcesOversell", "operation": "remove",
@@ -155,29 +165,34 @@ cel.bind(spec, cel.bind(s, (
       .optFlatMap(v, type(v) == map ? v[?"template"] : optional.none())
       .optFlatMap(v, type(v) == map ? v[?"spec"] : optional.none()) :
     optional.none()).orValue({}), type(s) == map ? s : dyn({})),
-// containers then init containers, each with its JSON pointer
-cel.bind(containers,
+// per container, then init container: its requests (null when missing), where they are and
+// which limits it has; only names and resources are read
+cel.bind(entries,
   cel.bind(items, spec[?"containers"].orValue([]),
     type(items) != list || size(items) == 0 ? [] : range(size(items))
       .filter(i, type(items[i]) == map)
-      .map(i, {"container": dyn(items[i]), "path": at + "/containers/" + string(i)}))
+      .map(i, cel.bind(resources, items[i][?"resources"].orValue({}),
+        cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
+        cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
+          "requests": type(requests) == map ? requests : dyn(null),
+          "path": at + "/containers/" + string(i) + "/resources/requests",
+          "limited": type(limits) == map ? limits.filter(name, limits[name] != null) : []
+        })))))
   + cel.bind(items, spec[?"initContainers"].orValue([]),
     type(items) != list || size(items) == 0 ? [] : range(size(items))
       .filter(i, type(items[i]) == map)
-      .map(i, {"container": dyn(items[i]), "path": at + "/initContainers/" + string(i)})),
-// per container: its requests (null when missing) and, unless removing, what the factors make of its limits
-cel.bind(entries, containers.map(c, cel.bind(resources, c.container[?"resources"].orValue({}),
-  cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
-  cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
-    "requests": type(requests) == map ? requests : dyn(null),
-    "path": c.path + "/resources/requests",
-    "limited": type(limits) == map ? limits.filter(name, limits[name] != null) : []
-  })))),
+      .map(i, cel.bind(resources, items[i][?"resources"].orValue({}),
+        cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
+        cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
+          "requests": type(requests) == map ? requests : dyn(null),
+          "path": at + "/initContainers/" + string(i) + "/resources/requests",
+          "limited": type(limits) == map ? limits.filter(name, limits[name] != null) : []
+        }))))),
   entries.filter(c, c.requests != null && "cpu" in c.requests && "cpu" in c.limited)
     .map(c, {"op": "remove", "path": c.path + "/cpu"})
   + entries.filter(c, c.requests != null && "ephemeral-storage" in c.requests && "ephemeral-storage" in c.limited)
     .map(c, {"op": "remove", "path": c.path + "/ephemeral-storage"})
-))))
+)))
 """
 
 RESOURCES_REMOVE = {"type": "resources", "operation": "remove",

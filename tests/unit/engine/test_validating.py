@@ -310,8 +310,13 @@ def test_rules_without_params_share_one_conversion(monkeypatch: pytest.MonkeyPat
 
 
 def test_an_object_cel_cannot_take_is_a_rule_error_not_a_crash() -> None:
-    verdict = run(cvp("p", {"cel": "true"}), {**DEPLOY, "spec": {"replicas": 10**400}})
+    verdict = run(cvp("p", {"cel": "object.spec != null"}), {**DEPLOY, "spec": {"replicas": 10**400}})
     assert not verdict.allowed and "too large for CEL" in verdict.message
+
+
+def test_a_value_cel_cannot_take_matters_only_where_a_rule_reads() -> None:
+    verdict = run(cvp("p", {"cel": "object.metadata.name != ''"}), {**DEPLOY, "spec": {"replicas": 10**400}})
+    assert verdict.allowed, verdict.message
 
 
 # --- validationActions -----------------------------------------------------------------------------

@@ -42,9 +42,11 @@ def test_decode_names_the_field_of_the_wrong_type(request_fields: dict[str, Any]
 
 
 def test_well_typed_optional_fields_and_nulls_are_accepted() -> None:
-    decoded = codec.decode(review(namespace=None, dryRun=None, userInfo=None, options=None, oldObject=None,
-                                  object={"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": None}}))
+    body = review(namespace=None, dryRun=None, userInfo=None, options=None, oldObject=None,
+                  object={"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": None}})
+    decoded = codec.decode(body)
     assert decoded.request.namespace == "" and decoded.request.dry_run is False
+    assert decoded.request.size == len(body)  # what decides whether a dear rule leaves the event loop
 
 
 def test_depth_is_counted_below_the_object_and_the_path_is_shown() -> None:
@@ -56,6 +58,16 @@ def test_depth_is_counted_below_the_object_and_the_path_is_shown() -> None:
         shape.check_object({"spec": {"x": deep}}, "request.object")
     assert str(caught.value).startswith(f"request.object is nested deeper than {shape.MAX_DEPTH} levels "
                                         "(at request.object.spec.x[0][0][0][0][0][0]...")
+
+
+@pytest.mark.parametrize("levels", [shape.MAX_DEPTH - 1, shape.MAX_DEPTH, shape.MAX_DEPTH + 1, shape.MAX_DEPTH + 60])
+@pytest.mark.parametrize("big_int", [False, True])
+def test_the_fast_depth_check_agrees_with_the_exact_one(levels: int, big_int: bool) -> None:
+    deep: Any = {"n": 2**70} if big_int else {}  # orjson refuses such an integer: measured in Python then
+    for i in range(levels):
+        deep = {"a": deep} if i % 2 else [deep]
+    assert shape._too_deep({"spec": deep}) is shape._exceeds({"spec": deep}, shape.MAX_DEPTH)
+    assert shape._too_deep({"spec": deep}) is (levels + 1 > shape.MAX_DEPTH)
 
 
 def test_peek_uid_reads_only_string_uids_and_our_api_versions() -> None:

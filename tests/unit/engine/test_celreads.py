@@ -1,0 +1,246 @@
+"""What a CEL program reads of its variables, and that the parts read give the same results."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+import pytest
+
+from kinitiras_py.engine.evaluation import cel, celreads
+from kinitiras_py.engine.evaluation.celbindings import Bindings
+
+POD: dict[str, Any] = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "web", "namespace": "team", "labels": {"app": "web", "a/b": "x"}, "annotations": {}},
+    "spec": {"containers": [{"name": "app", "image": "r/app:1", "resources": {"limits": {"cpu": "2"}}},
+                            {"name": "side", "image": "r/side:1"}],
+             "tolerations": [], "priority": 3},
+    "status": {"phase": "Pending"},
+}
+
+
+def reads(source: str) -> celreads.Reads | None:
+    return cel.compile_program(source).reads
+
+
+def whole(*paths: tuple[str, ...]) -> tuple[celreads.Read, ...]:
+    return tuple((path, "all") for path in paths)
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("true", ()),
+    ("object.metadata.name", (("object", whole(("metadata", "name"))),)),
+    ("object.?metadata.?labels.orValue({})", (("object", whole(("metadata", "labels"))),)),
+    ('object["spec"][?"containers"].orValue([])', (("object", whole(("spec", "containers"))),)),
+    ("has(object.status.phase)", (("object", ((("status", "phase"), "kind"),)),)),
+    ("object.spec.containers[0].name", (("object", whole(("spec", "containers", "*", "name"))),)),
+    ("object.spec.containers.all(c, c.name != '')",
+     (("object", ((("spec", "containers"), "size"), (("spec", "containers", "*", "name"), "all"))),)),
+    ("object.metadata.name + object.metadata.namespace",
+     (("object", whole(("metadata", "name"), ("metadata", "namespace"))),)),
+    ("object.metadata.name == '' || object.metadata == {}", (("object", whole(("metadata",))),)),
+    ("size(object) > 0", (("object", (((), "size"),)),)),
+    ("object.metadata.labels[object.kind] == ''", (("object", whole(("kind",), ("metadata", "labels", "*"))),)),
+    ("oldObject == null || oldObject.spec == object.spec",  # `oldObject == null` compares it whole
+     (("object", whole(("spec",))), ("oldObject", whole(()))),),
+    ("request.operation == 'CREATE' && params.x == 1",
+     (("params", whole(("x",))), ("request", whole(("operation",))))),
+    # A loop or binding variable named like a request variable is not that variable.
+    ("[1].map(object, object) == [1]", ()),
+    ("cel.bind(object, {'a': 1}, object.a) == 1", ()),
+    ("[object.kind].map(x, x + object.apiVersion)", (("object", whole(("apiVersion",), ("kind",))),)),
+    # Through bindings, optionals, dyn() and the branches of a conditional.
+    ("cel.bind(m, object.metadata, type(m) == map ? dyn(m[?'labels'].orValue({}).?x.orValue(0)) : 0)",
+     (("object", ((("metadata",), "kind"), (("metadata", "labels", "x"), "all"))),)),
+    ("object.?spec.optFlatMap(s, s[?'template'].?spec).hasValue()",
+     (("object", ((("spec",), "kind"), (("spec", "template", "spec"), "kind"))),)),
+    # A map only looked up by constant keys is read whole: programs differing in the keys read alike.
+    ("type(object.metadata.labels) == map && object.metadata.labels[?'a'] == optional.of('1')",
+     (("object", whole(("metadata", "labels"))),)),
+    ("object.?spec.optFlatMap(s, s[?'replicas']).orValue(1) > 2", (("object", whole(("spec",))),)),
+    ("size(object.spec.containers) > 1", (("object", ((("spec", "containers"), "size"),)),)),
+    ("range(size(object.spec.containers)).map(i, type(object.spec.containers[i]) == map)",
+     (("object", ((("spec", "containers"), "size"), (("spec", "containers", "*"), "kind"))),)),
+])
+def test_reads(source: str, expected: celreads.Reads) -> None:
+    assert reads(source) == expected
+
+
+def test_a_read_inside_a_whole_read_is_covered_by_it() -> None:
+    assert reads("object.spec.priority > 1 && object.spec != {}") == (("object", whole(("spec",))),)
+
+
+@pytest.mark.parametrize("source", [
+    "object.metadata.labels.map(k, k + '=' + object.metadata.labels[k])",
+    "object.metadata.?missing.orValue('none')",
+    "has(object.spec.nothing) ? 1 : 2",
+    "object.spec.containers.map(c, c.?resources.?limits.?cpu.orValue('-'))",
+    "object.status",
+    "object.spec.priority.missing",
+    "object.kind.size()",
+    "object.metadata.labels['a/b']",
+    "object",
+    "[object.spec.tolerations, object.metadata.annotations]",
+    "object.spec.containers[1].?resources.hasValue()",
+])
+def test_the_parts_read_give_the_same_result_as_the_whole(source: str) -> None:
+    program = cel.compile_program(source)
+    whole = program._expression.eval(data={"object": POD})
+    try:
+        expected: Any = cel._result(whole)
+    except cel.CelEvalError as e:
+        expected = str(e)
+    try:
+        got: Any = program.evaluate({"object": POD})
+    except cel.CelEvalError as e:
+        got = str(e)
+    assert got == expected
+    try:
+        shared: Any = program.evaluate(Bindings({"object": POD}))
+    except cel.CelEvalError as e:
+        shared = str(e)
+    assert shared == expected
+
+
+def test_project_keeps_only_what_is_read_in_the_value_order() -> None:
+    part, taken = celreads.project(POD, whole(("metadata", "labels"), ("metadata", "uid"), ("spec", "containers"),
+                                              ("spec", "priority", "x")))
+    assert part == {"metadata": {"labels": POD["metadata"]["labels"]},
+                    "spec": {"containers": POD["spec"]["containers"], "priority": 3}}
+    assert list(part["spec"]) == ["containers", "priority"]
+    assert part["spec"]["containers"] is POD["spec"]["containers"]  # shared, not copied
+    assert (("metadata", "uid"), True) in taken  # a missing key matters once it appears
+
+
+def test_project_by_kind_size_and_element() -> None:
+    found = ((("spec",), "kind"), (("spec", "containers"), "size"), (("spec", "containers", "*"), "kind"),
+             (("spec", "containers", "*", "image"), "all"), (("spec", "tolerations"), "kind"),
+             (("metadata",), "size"))
+    part, taken = celreads.project(POD, found)
+    assert part == {"metadata": {"name": None, "namespace": None, "labels": None, "annotations": None},
+                    "spec": {"containers": [{"image": "r/app:1"}, {"image": "r/side:1"}], "tolerations": []}}
+    assert (("spec", "containers"), False) in taken and (("spec", "containers", "*", "image"), True) in taken
+
+
+def test_project_of_everything_or_of_no_container_is_the_value() -> None:
+    assert celreads.project(POD, whole(())) == (POD, (((), True),))
+    assert celreads.project("x", whole(("a",))) == ("x", (((), True),))
+
+
+@pytest.mark.parametrize(("changed", "touched"), [
+    ([("metadata", "labels", "x")], True),  # below a path read whole
+    ([("metadata",)], True),  # above one
+    ([()], True),  # the whole value
+    ([("metadata", "uid")], True),  # a key that was missing
+    ([("metadata", "annotations", "x")], False),
+    ([("spec", "tolerations"), ("status",)], False),
+    ([("spec", "priority", "x")], True),  # inside a value read whole
+    ([("spec", "containers")], True),  # an element added or removed
+    ([("spec", "containers", "1", "image")], True),  # what every element's image is
+    ([("spec", "containers", "1", "env")], False),  # not read
+    ([("spec", "containers", "1")], True),  # an element replaced
+])
+def test_touches(changed: list[tuple[str, ...]], touched: bool) -> None:
+    found = (*whole(("metadata", "labels"), ("metadata", "uid"), ("spec", "priority"),
+                    ("spec", "containers", "*", "image")), (("spec", "containers"), "size"))
+    _, taken = celreads.project(POD, found)
+    assert celreads.touches(taken, changed) is touched
+
+
+def test_bindings_keep_what_a_change_did_not_touch() -> None:
+    labels = cel.compile_program("object.metadata.labels.app")
+    spec = cel.compile_program("object.spec.priority")
+    bound = Bindings({"object": POD})
+    assert (labels.evaluate(bound), spec.evaluate(bound)) == ("web", 3)
+    changed = copy.deepcopy(POD)
+    changed["metadata"]["labels"]["app"] = "db"
+    later = bound.changed("object", changed, [("metadata", "labels", "app")])
+    assert later.activation(spec.reads) is bound.activation(spec.reads)
+    assert later.activation(labels.reads) is not bound.activation(labels.reads)
+    assert (labels.evaluate(later), spec.evaluate(later)) == ("db", 3)
+
+
+def test_a_changed_variable_is_measured_again_only_when_its_bound_may_not_hold() -> None:
+    bound = Bindings({"object": POD})
+    size = bound.largest(("object",))
+    grown = copy.deepcopy(POD)
+    grown["metadata"]["labels"] = {"new": "x" * 100}  # a parent created on the way too
+    grown["spec"]["priority"] = 4
+    later = bound.changed("object", grown, [("metadata", "labels", "new"), ("spec", "priority")])
+    exact = len(orjson.dumps(grown))
+    estimate = later.largest(("object",), within=10**6)
+    assert size < exact <= estimate  # an upper bound, without measuring
+    assert later.largest(("object",), within=exact - 1) == exact  # measured once it matters
+    assert later.largest(("object",), within=10**6) == exact  # and exact from then on
+
+
+def test_an_upper_bound_is_measured_when_it_exceeds_a_later_bound() -> None:
+    bound = Bindings({"object": POD})
+    bound.largest(("object",))
+    grown = copy.deepcopy(POD)
+    grown["spec"]["priority"] = 4
+    later = bound.changed("object", grown, [("spec", "priority")])
+    estimate = later.largest(("object",), within=10**6)
+    exact = len(orjson.dumps(grown))
+    assert estimate > exact
+    assert later.largest(("object",), within=exact) == exact
+
+
+# -- every template's rendered CEL gives the same result on the parts it reads as on the whole ----
+
+def _objects() -> list[dict[str, Any]]:
+    from kinitiras_py.bench import workload
+
+    pod = workload.server_pod()
+    odd = copy.deepcopy(pod)
+    odd["spec"]["containers"][0]["resources"] = "not a map"
+    odd["spec"]["containers"][1]["resources"] = {"limits": {"cpu": None, "memory": "1Gi"}}
+    odd["spec"]["containers"][2] = ["not", "a", "container"]
+    del odd["spec"]["containers"][3]["resources"]["requests"]
+    odd["spec"]["initContainers"] = [{"name": "init", "resources": {"limits": {"cpu": "1"}, "requests": {}}}]
+    odd["metadata"]["labels"] = None
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "annotations": {"a": "b"}},
+                  "spec": {"replicas": 2, "template": {"metadata": {}, "spec": copy.deepcopy(pod["spec"])}}}
+    cronjob = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"},
+               "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [
+                   {"name": "a", "resources": {"limits": {"memory": "2Gi", "ephemeral-storage": "10Gi"}}}]}}}}}}
+    broken = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": [], "spec": {"template": "x"}}
+    return [pod, odd, deployment, cronjob, broken, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}]
+
+
+def _templates() -> list[dict[str, Any]]:
+    from tests.unit.engine.test_render import EVERY_TEMPLATE
+
+    named = {"containerNames": ["app", "init"]}
+    return [{**t, **extra, "operation": operation} for t in EVERY_TEMPLATE for operation in ("add", "replace", "remove")
+            for extra in ({}, named) if not (extra and t["type"] not in ("resources", "resourcesOversell"))]
+
+
+def _outcome(run: Any) -> Any:
+    try:
+        return run()
+    except cel.CelEvalError as e:
+        return f"error: {e}"
+
+
+@pytest.mark.parametrize("template", _templates(), ids=lambda t: f"{t['type']}-{t['operation']}-{len(t)}")
+def test_templates_read_the_same_from_their_parts(template: dict[str, Any]) -> None:
+    from kinitiras_py.engine.rendering.render import render_override
+
+    program = cel.compile_program(render_override(template, "spec.overrideRules[0].overriders.template"))
+    assert program.reads is not None
+    for obj in _objects():
+        variables = {"object": obj, "oldObject": None, "request": {"operation": "CREATE"}, "namespaceObject": None,
+                     "params": {"owner": "team-a"}}
+        whole = _outcome(lambda v=variables: cel._result(program._expression.eval(data=cel._prepare(v))))
+        assert _outcome(lambda v=variables: program.evaluate(v)) == whole
+        assert _outcome(lambda v=variables: program.evaluate(Bindings(v))) == whole
+
+
+@pytest.mark.parametrize("source", ["oldObject == null", "oldObject.?spec.hasValue() || true", "has(object.kind)"])
+def test_a_variable_read_but_not_supplied_is_null(source: str) -> None:
+    program = cel.compile_program(source)
+    assert program.evaluate({"object": {"kind": "Pod"}}) is True
+    assert program.evaluate(Bindings({"object": {"kind": "Pod"}})) is True
