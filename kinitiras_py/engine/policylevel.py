@@ -2,8 +2,8 @@
 ``valueRefs`` (references resolved once per request) and ``matchConditions`` (rendered into one
 CEL bool, stored as ``renderedMatchConditions``).
 
-The CEL compilers are passed in by :mod:`.compiling`, which owns their caching and the checks
-every user expression gets.
+The CEL compilers are passed in by :mod:`.compiling`; they come from :mod:`.checker`, which owns
+their caching and the checks every user expression gets.
 """
 
 from __future__ import annotations
