@@ -15,10 +15,10 @@ from typing import Any, Protocol
 
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.checker import REF_SOURCES_WITH_PARAMS
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import criteria
 
-FETCHED_SOURCES = ("k8s", "owner", "http")
 CONDITION_RESULTS = ("BOOL", "DYN")
 RENDERED_POINTER = "/spec/renderedMatchConditions"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -50,7 +50,7 @@ def value_refs(refs: Obj) -> dict[str, Obj]:
             errors.append(PolicyError(path, "a name must be an identifier (it is read as params.<name>)"))
         if name == "namespace":
             errors.append(PolicyError(path, "namespace is the request's Namespace already (namespaceObject)"))
-        if ref.get("from") not in FETCHED_SOURCES:
+        if ref.get("from") not in REF_SOURCES_WITH_PARAMS:
             errors.append(PolicyError(f"{path}.from", "only k8s, owner and http are fetched; rules read the "
                                                       "current and old object as object and oldObject"))
     if errors:
