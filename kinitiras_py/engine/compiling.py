@@ -20,7 +20,7 @@ from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine import policylevel, selectors
-from kinitiras_py.engine.checker import Checker, check_http_secrets, compile_cel, dict_of, list_of, user_cel
+from kinitiras_py.engine.checker import Checker, check_http_secrets, dict_of, list_of
 from kinitiras_py.engine.compiled import CLUSTER_KINDS, CompiledPolicy, OverrideRule, ValidateRule
 from kinitiras_py.engine.overriderules import override_rule
 from kinitiras_py.engine.rendering import injecting
@@ -61,8 +61,7 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
     refs = checker.run(policylevel.value_refs, dict_of(spec.get("valueRefs"))) or {}
     for name, ref in refs.items():
         check_http_secrets(checker, ref, f"spec.valueRefs.{name}")
-    conditions = checker.run(policylevel.match_conditions, checker, list_of(spec.get("matchConditions")), refs,
-                             compile_cel, user_cel)
+    conditions = checker.run(policylevel.match_conditions, checker, list_of(spec.get("matchConditions")), refs)
     if any(getattr(rule, "inject", None) for rule in rules):
         checker.run(injecting.check_marker, kind, str(meta.get("name", "")))
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
