@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from kinitiras_py.api import policywide
 from kinitiras_py.api.core import Affinity, Int32, ResourceRequirements, Toleration, TopologySpreadConstraint
 from kinitiras_py.api.injection import Inject
 from kinitiras_py.api.javascript import JavaScript
@@ -165,14 +166,8 @@ class OverridePolicySpec(Model):
                                                       "matching); empty means every object.",
                                                       factory=list)
     override_rules: list[OverrideRule] = prop("Rules applied in order.", required=True, min_items=1)
-    match_conditions: list[MatchCondition] = prop("Conditions that must all hold for the policy to "
-                                                  "apply (checked once its selectors match).",
-                                                  factory=list)
-    rendered_match_conditions: str | None = prop("CEL rendered from matchConditions; written by the "
-                                                 "controller, do not edit.")
-    value_refs: dict[str, ResourceRefer] = prop("Values every request resolves once for the whole policy "
-                                                "(k8s, owner or http references): params.<name> in "
-                                                "matchConditions and rules, $.syntheticRefs.<name> in "
-                                                "selects.", factory=dict)
+    match_conditions: list[MatchCondition] = policywide.match_conditions()
+    rendered_match_conditions: str | None = policywide.rendered_match_conditions()
+    value_refs: dict[str, ResourceRefer] = policywide.value_refs()
     execution_tier: Int32 = prop("Lower tiers run first; a later tier is matched and applied against "
                                  "the object earlier tiers produced.", factory=int)

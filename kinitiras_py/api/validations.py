@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated
 
+from kinitiras_py.api import policywide
 from kinitiras_py.api.javascript import JavaScript
 from kinitiras_py.api.matching import MatchCondition
 from kinitiras_py.api.refs import ResourceRefer
@@ -99,12 +100,6 @@ class ValidatePolicySpec(Model):
                                                       factory=list)
     validate_rules: list[ValidateRule] = prop("Rules checked in order; the first denial wins.",
                                               required=True, min_items=1)
-    match_conditions: list[MatchCondition] = prop("Conditions that must all hold for the policy to "
-                                                  "apply (checked once its selectors match).",
-                                                  factory=list)
-    rendered_match_conditions: str | None = prop("CEL rendered from matchConditions; written by the "
-                                                 "controller, do not edit.")
-    value_refs: dict[str, ResourceRefer] = prop("Values every request resolves once for the whole policy "
-                                                "(k8s, owner or http references): params.<name> in "
-                                                "matchConditions and rules, $.syntheticRefs.<name> in "
-                                                "selects.", factory=dict)
+    match_conditions: list[MatchCondition] = policywide.match_conditions()
+    rendered_match_conditions: str | None = policywide.rendered_match_conditions()
+    value_refs: dict[str, ResourceRefer] = policywide.value_refs()

@@ -24,6 +24,7 @@ import json
 import re
 from collections.abc import Sequence
 
+from kinitiras_py.api.policies import API_VERSION
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.convert.registry import Conversion, Problem, register
@@ -198,7 +199,7 @@ def convert_mesh(doc: Obj, source: str, docs: Sequence[Obj]) -> Conversion:
     if problems or text is None:
         return Conversion(problems=problems)
     policy = {
-        "apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy",
+        "apiVersion": API_VERSION, "kind": "ClusterOverridePolicy",
         "metadata": {"name": "-".join(p for p in ("appmesh", namespace, name) if p)},
         "spec": {"resourceSelectors": selectors, "overrideRules": [{
             "targetOperations": ["CREATE"], "failurePolicy": "Fail",

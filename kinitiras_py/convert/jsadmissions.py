@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kinitiras_py.api.policies import API_VERSION
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.convert.registry import Conversion, Problem, register
 from kinitiras_py.engine import jsrules
@@ -26,7 +27,6 @@ from kinitiras_py.engine.evaluation import jsruntime
 GROUP = "momiji.com"
 NAMESPACED = ("JsAdmission", "JsAdmissions")
 CLUSTER = ("ClusterJsAdmission", "ClusterJsAdmissions")
-OUR_API = "policy.kcloudlabs.io/v1alpha1"
 RESOURCES: dict[str, tuple[str, str]] = {
     "pods": ("v1", "Pod"), "services": ("v1", "Service"), "configmaps": ("v1", "ConfigMap"),
     "secrets": ("v1", "Secret"), "serviceaccounts": ("v1", "ServiceAccount"), "namespaces": ("v1", "Namespace"),
@@ -118,13 +118,13 @@ def convert(doc: Obj, source: str, _all: Sequence[Obj]) -> Conversion:
         metadata["namespace"] = meta["namespace"]
     if jsrules.MUTATE in functions:
         out.documents.append({
-            "apiVersion": OUR_API, "kind": "ClusterOverridePolicy" if cluster else "OverridePolicy",
+            "apiVersion": API_VERSION, "kind": "ClusterOverridePolicy" if cluster else "OverridePolicy",
             "metadata": dict(metadata),
             "spec": {"resourceSelectors": selectors,
                      "overrideRules": [{"overriders": {"javascript": {"source": js}}}]}})
     if jsrules.VALIDATE in functions:
         out.documents.append({
-            "apiVersion": OUR_API, "kind": "ClusterValidatePolicy" if cluster else "ValidatePolicy",
+            "apiVersion": API_VERSION, "kind": "ClusterValidatePolicy" if cluster else "ValidatePolicy",
             "metadata": dict(metadata),
             "spec": {"resourceSelectors": selectors, "validateRules": [{"javascript": {"source": js}}]}})
     return out

@@ -61,7 +61,7 @@ def convert_pod_preset(doc: Obj, source: str, _all: Sequence[Obj]) -> Conversion
     if spec.get("selector") is not None:
         selector["labelSelector"] = spec["selector"]
     policy = {
-        "apiVersion": f"{models.GROUP}/v1alpha1", "kind": "OverridePolicy", "metadata": meta,
+        "apiVersion": models.API_VERSION, "kind": "OverridePolicy", "metadata": meta,
         "spec": {"resourceSelectors": [selector], "overrideRules": [{
             "targetOperations": ["CREATE"],
             "overriders": {"template": {"type": "inject", "inject": inject}},

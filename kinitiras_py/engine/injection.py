@@ -26,13 +26,13 @@ from typing import Any
 
 import orjson
 
+from kinitiras_py.api.policies import GROUP
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import patching, patchlog
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 
-MARKER_PREFIX = "policy.kcloudlabs.io/"
 SEVERITY = {"Override": 0, "Skip": 1, "Deny": 2}
 MAX_KEY_NAME = 63
 """Longest name part of an annotation key (the marker's ``inject-<policy name>``)."""
@@ -41,7 +41,7 @@ MAX_KEY_NAME = 63
 def marker_key(kind: str, name: str) -> str:
     """The annotation naming an applied inject policy; cluster policies get their own prefix."""
     prefix = "cluster-inject-" if kind == "ClusterOverridePolicy" else "inject-"
-    return f"{MARKER_PREFIX}{prefix}{name}"
+    return f"{GROUP}/{prefix}{name}"
 
 
 def marker_problem(kind: str, name: str) -> str | None:

@@ -2,41 +2,25 @@
 ``valueRefs`` (references resolved once per request) and ``matchConditions`` (rendered into one
 CEL bool, stored as ``renderedMatchConditions``).
 
-The CEL compilers are passed in by :mod:`.compiling`, which owns their caching and the checks
-every user expression gets.
+CEL is compiled by :mod:`.checker`, which owns its caching and the checks every user expression gets.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.checker import REF_SOURCES_WITH_PARAMS, Checker, compile_cel, user_cel
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import criteria
 
-FETCHED_SOURCES = ("k8s", "owner", "http")
 CONDITION_RESULTS = ("BOOL", "DYN")
 RENDERED_POINTER = "/spec/renderedMatchConditions"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SYNTHETIC = re.compile(r"syntheticRefs\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*['\"]([^'\"]*)['\"])")
-
-CompileCel = Callable[[str, str], cel.Program]
-"""(source, field path) → program, or PolicyErrors naming the field."""
-UserCel = Callable[[str, str, tuple[str, ...], str], cel.Program]
-"""(source, field path, accepted result types, what the expression must return) → program."""
-
-
-class Collector(Protocol):
-    """What of the policy checker these checks use."""
-
-    rendered_fields: list[tuple[str, str]]
-
-    def collect(self, errors: list[PolicyError], fn: Any, *args: Any) -> Any:
-        """Call ``fn``; its PolicyError(s) go to ``errors`` and None is returned."""
 
 
 def value_refs(refs: Obj) -> dict[str, Obj]:
@@ -50,7 +34,7 @@ def value_refs(refs: Obj) -> dict[str, Obj]:
             errors.append(PolicyError(path, "a name must be an identifier (it is read as params.<name>)"))
         if name == "namespace":
             errors.append(PolicyError(path, "namespace is the request's Namespace already (namespaceObject)"))
-        if ref.get("from") not in FETCHED_SOURCES:
+        if ref.get("from") not in REF_SOURCES_WITH_PARAMS:
             errors.append(PolicyError(f"{path}.from", "only k8s, owner and http are fetched; rules read the "
                                                       "current and old object as object and oldObject"))
     if errors:
@@ -58,8 +42,7 @@ def value_refs(refs: Obj) -> dict[str, Obj]:
     return dict(refs)
 
 
-def match_conditions(checker: Collector, conditions: list[Any], refs: dict[str, Obj], compile_cel: CompileCel,
-                     user_cel: UserCel) -> cel.Program | None:
+def match_conditions(checker: Checker, conditions: list[Any], refs: dict[str, Obj]) -> cel.Program | None:
     """``spec.matchConditions`` as one program (None without any); its source is recorded as
     ``renderedMatchConditions``. Raises PolicyErrors naming each bad condition's field."""
     path = "spec.matchConditions"

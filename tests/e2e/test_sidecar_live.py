@@ -66,6 +66,14 @@ def projected(pod: dict[str, Any]) -> dict[str, Any]:
             "initContainers": [container(c) for c in pod["spec"].get("initContainers", [])]}
 
 
+def send(cluster: Cluster, namespace: str, name: str, verb: str = "create") -> dict[str, Any]:
+    """The example file's one object, put in ``namespace`` and sent with ``kubectl <verb>``; as sent."""
+    [obj] = load(name)
+    obj["metadata"]["namespace"] = namespace
+    kubectl_ok(cluster, verb, "-f", "-", input=json.dumps(obj))
+    return obj
+
+
 def marker_of(name: str) -> str:
     return f"policy.kcloudlabs.io/sidecar-{name}"
 
@@ -73,9 +81,7 @@ def marker_of(name: str) -> str:
 def test_the_example_pod_is_stored_as_expected(cluster: Cluster, webhook: Webhook, namespace: str,
                                                policies: list[str]) -> None:
     example_in(cluster, namespace, policies)
-    [pod] = load("pod.yaml")
-    pod["metadata"]["namespace"] = namespace
-    kubectl_ok(cluster, "create", "-f", "-", input=json.dumps(pod))
+    pod = send(cluster, namespace, "pod.yaml")
     stored = get_json(cluster, "pod", "cart", namespace)
     [expected] = load("expected-pod.yaml")
     expected["metadata"]["annotations"] = {marker_of(policies[0]): f"ClusterOverridePolicy {policies[0]}"}
@@ -92,9 +98,7 @@ def test_the_example_pod_is_stored_as_expected(cluster: Cluster, webhook: Webhoo
 def test_a_deployments_pods_get_the_sidecar_exactly_once(cluster: Cluster, webhook: Webhook, namespace: str,
                                                          policies: list[str]) -> None:
     example_in(cluster, namespace, policies)
-    [deployment] = load("deployment.yaml")
-    deployment["metadata"]["namespace"] = namespace
-    kubectl_ok(cluster, "apply", "-f", "-", input=json.dumps(deployment))
+    send(cluster, namespace, "deployment.yaml", "apply")
 
     def pods() -> list[dict[str, Any]]:
         items = json.loads(kubectl_ok(cluster, "get", "pods", "-n", namespace, "-o", "json"))["items"]
@@ -117,9 +121,7 @@ def test_a_deployments_pods_get_the_sidecar_exactly_once(cluster: Cluster, webho
 def test_a_configmap_change_applies_to_the_next_pods(cluster: Cluster, webhook: Webhook, namespace: str,
                                                      policies: list[str]) -> None:
     configmap = example_in(cluster, namespace, policies)
-    [pod] = load("pod.yaml")
-    pod["metadata"]["namespace"] = namespace
-    kubectl_ok(cluster, "create", "-f", "-", input=json.dumps(pod))
+    pod = send(cluster, namespace, "pod.yaml")
     first = get_json(cluster, "pod", "cart", namespace)["spec"]["containers"][-1]
     assert first["image"].endswith("aws-appmesh-envoy:v1.8.0.2-beta")
 
@@ -153,9 +155,7 @@ def test_a_configmap_change_applies_to_the_next_pods(cluster: Cluster, webhook: 
 def test_the_converted_supergloo_mesh_injects_the_same(cluster: Cluster, webhook: Webhook, namespace: str,
                                                       other_namespace: str, policies: list[str]) -> None:
     example_in(cluster, namespace, policies)
-    [pod] = load("pod.yaml")
-    pod["metadata"]["namespace"] = namespace
-    kubectl_ok(cluster, "create", "-f", "-", input=json.dumps(pod))
+    pod = send(cluster, namespace, "pod.yaml")
     ours = get_json(cluster, "pod", "cart", namespace)
 
     mesh, configmap = load("supergloo.yaml")

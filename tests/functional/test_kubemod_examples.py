@@ -4,8 +4,6 @@ the same outcome both ways."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -13,17 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kinitiras_py.cli.main import main
+from tests.cli import run
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "foreign" / "kubemod"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
 
 
 def deployment(annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:

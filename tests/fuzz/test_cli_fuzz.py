@@ -11,8 +11,6 @@ nesting, odd bytes), and valid policies and objects mutated character by charact
 
 from __future__ import annotations
 
-import contextlib
-import io
 import subprocess
 import sys
 import tempfile
@@ -23,7 +21,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinitiras_py.cli.main import main
+from tests.cli import run
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 POLICY_TEXTS = [p.read_text() for p in sorted((DATA / "examples").rglob("*.yaml"))]
@@ -43,17 +41,6 @@ SCALARS = ["off", "on", "y", "n", "~", "null", "1", "0x1F", "0o12", "012", "1e3"
            "[", "]", "{", "}", "- ", "? ", ": ", "#c", "%YAML 1.2", "---", "...", "\t", "12345678901234567890123"]
 KEYS = ["off", "1", "~", "2024-01-01", "y", "apiVersion", "kind", "metadata", "name", "labels", "spec",
         "params", "header", "value", "stringMap", "[a]", "{a: 1}", "<<", "? x", "!!binary aGk="]
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    """``main(args)`` with stdout and stderr captured; an escaping exception fails the test."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as e:  # argparse
-            code = e.code if isinstance(e.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
 
 
 def check(code: int, err: str) -> None:
@@ -118,8 +105,8 @@ def test_render_never_crashes(document: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         policy = Path(tmp) / "policy.yaml"
         policy.write_bytes(document)
-        check(*run("render", str(policy))[::2])
-        check(*run("render", "--cel", str(policy))[::2])
+        check(*run("render", str(policy), usage_exit=True)[::2])
+        check(*run("render", "--cel", str(policy), usage_exit=True)[::2])
 
 
 @given(st.one_of(DOCUMENTS, st.sampled_from(FOREIGN_TEXTS).map(str.encode)))
@@ -127,7 +114,7 @@ def test_convert_never_crashes(document: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "foreign.yaml"
         path.write_bytes(document)
-        code, out, err = run("convert", str(path))
+        code, out, err = run("convert", str(path), usage_exit=True)
         check(code, err)
         if code == 0:
             assert all(isinstance(doc, dict) for doc in yaml.safe_load_all(out) if doc is not None)
@@ -157,7 +144,7 @@ def test_apply_never_crashes(policy: bytes, resource: bytes, context: bytes, ope
                 "--context", str(files["context"]), "--operation", operation, "-o", output]
         if operation == "UPDATE":
             args += ["--old-resource", str(files["resource"])]
-        code, out, err = run(*args)
+        code, out, err = run(*args, usage_exit=True)
         check(code, err)
         if code in (0, 1) and output == "yaml":
             assert isinstance(yaml.safe_load(out), dict)
@@ -171,9 +158,9 @@ def test_sidecar_templates_from_context_never_crash(policy: bytes, context: byte
         files = {name: Path(tmp) / f"{name}.yaml" for name in ("policy", "context", "resource")}
         for name, data in (("policy", policy), ("context", context), ("resource", resource)):
             files[name].write_bytes(data)
-        check(*run("render", "--cel", str(files["policy"]), "--context", str(files["context"]))[::2])
+        check(*run("render", "--cel", str(files["policy"]), "--context", str(files["context"]), usage_exit=True)[::2])
         check(*run("apply", "--policy", str(files["policy"]), "--resource", str(files["resource"]),
-                   "--context", str(files["context"]))[::2])
+                   "--context", str(files["context"]), usage_exit=True)[::2])
 
 
 SUBPROCESS_INPUTS: list[Any] = [

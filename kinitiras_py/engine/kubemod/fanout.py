@@ -29,7 +29,6 @@ from kinitiras_py.engine.patching import escape_pointer_token
 from kinitiras_py.engine.rendering.environment import cel_string
 
 PLACEHOLDER = re.compile(r"#(\d+)")
-TEMPLATE_NAMES = ("target", "namespace", "selectedItem", "selectKeyParts")
 _OPEN, _CLOSE = "{{", "}}"
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from kinitiras_py.api.policies import GROUP
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine import selectors
@@ -23,7 +24,6 @@ from kinitiras_py.engine.rendering import symbolic
 from kinitiras_py.engine.rendering.environment import cel_literal, cel_string, make_environment, ref_expr
 from kinitiras_py.engine.rendering.render import check_ref
 
-MARKER_GROUP = "policy.kcloudlabs.io"
 LISTS = ("containers", "initContainers", "volumes", "imagePullSecrets")
 FIELDS = (*LISTS, "annotations")
 _INT64 = (-(2**63), 2**63 - 1)
@@ -38,7 +38,7 @@ def marker_key(policy_name: str) -> str:
     if len(name) > 63:
         digest = hashlib.sha256(policy_name.encode()).hexdigest()[:8]
         name = f"{name[:54].rstrip('-.')}-{digest}"
-    return f"{MARKER_GROUP}/{name}"
+    return f"{GROUP}/{name}"
 
 
 def context(spec: Obj, scope: symbolic.Scope) -> dict[str, Any]:

@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
 
 import yaml
 
-from kinitiras_py.cli.main import main
 from kinitiras_py.convert import registry
 from kinitiras_py.engine.compiling import compile_policy
+from tests.cli import run
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "foreign" / "jsadmissions"
 
 
 def load(name: str) -> list[dict]:
     return list(yaml.safe_load_all((DATA / name).read_text()))
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_every_spelling_of_the_kinds_is_claimed() -> None:

@@ -3,29 +3,20 @@ examples run offline (ours and the PodPreset documentation's, converted on load)
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from kinitiras_py.cli.main import main
 from kinitiras_py.convert import podpreset, registry
+from tests.cli import run
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "service-injection"
 PRESETS = EXAMPLES / "podpreset"
 SIMPLE = yaml.safe_load((ROOT / "tests/data/foreign/podpreset/allow-database.yaml").read_text())
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
 
 
 def convert(doc: dict[str, Any]) -> registry.Conversion:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,8 +9,8 @@ import pytest
 import yaml
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.cli.main import main
 from kinitiras_py.convert import registry
+from tests.cli import run
 
 WIDGET = {"apiVersion": "example.io/v2", "kind": "Widget", "metadata": {"name": "w", "namespace": "team-a"},
           "spec": {"label": "blue", "unknown": 1}}
@@ -36,13 +34,6 @@ def _widget(doc: Obj, source: str, _all: Sequence[Obj]) -> registry.Conversion:
 def widget_converter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "_CONVERTERS", {})
     registry.register("example.io", ["Widget", "Widgets"], _widget)
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_foreign_kinds_are_claimed_by_group_and_kind_in_any_version() -> None:

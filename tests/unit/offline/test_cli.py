@@ -12,18 +12,13 @@ import pytest
 import yaml
 
 from kinitiras_py.cli.main import main
+from tests.cli import run
 from tests.unit.engine.test_render import EVERY_TEMPLATE
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 EXAMPLES = DATA / "examples"
 CASES = DATA / "cases"
 INVALID = sorted((DATA / "invalid").glob("*.yaml"))
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def write(path: Path, text: str) -> Path:
@@ -83,8 +78,8 @@ metadata:
 # -- render -----------------------------------------------------------------------------------------
 
 
-def test_render_prints_rendered_cel_for_each_templated_rule(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "render", EXAMPLES / "templates" / "override-anno.yaml")
+def test_render_prints_rendered_cel_for_each_templated_rule() -> None:
+    code, out, _ = run("render", EXAMPLES / "templates" / "override-anno.yaml")
     assert code == 0
     (policy,) = yaml.safe_load_all(out)
     rules = policy["spec"]["overrideRules"]
@@ -94,38 +89,38 @@ def test_render_prints_rendered_cel_for_each_templated_rule(capsys: pytest.Captu
     assert "renderedCel: |" in out  # multi-line CEL printed as a readable block
 
 
-def test_render_validate_policy_sets_rendered_cel_on_the_rule(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "render", EXAMPLES / "templates" / "validate-multi.yaml")
+def test_render_validate_policy_sets_rendered_cel_on_the_rule() -> None:
+    code, out, _ = run("render", EXAMPLES / "templates" / "validate-multi.yaml")
     assert code == 0
     (policy,) = yaml.safe_load_all(out)
     assert all("cel.bind(d," in rule["renderedCel"] for rule in policy["spec"]["validateRules"])
 
 
-def test_render_cel_only_names_each_rule(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "render", "--cel", EXAMPLES / "templates" / "override-labels.yaml")
+def test_render_cel_only_names_each_rule() -> None:
+    code, out, _ = run("render", "--cel", EXAMPLES / "templates" / "override-labels.yaml")
     assert code == 0
     headers = [line for line in out.splitlines() if line.startswith("// OverridePolicy")]
     assert headers == [f"// OverridePolicy default/override-labels-op-template: "
                        f"spec.overrideRules[{i}].overriders.renderedCel" for i in range(3)]
 
 
-def test_render_without_templates_prints_the_policy_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "render", EXAMPLES / "addanno-op.yaml")
+def test_render_without_templates_prints_the_policy_unchanged() -> None:
+    code, out, _ = run("render", EXAMPLES / "addanno-op.yaml")
     assert code == 0
     assert yaml.safe_load(out) == yaml.safe_load((EXAMPLES / "addanno-op.yaml").read_text())
 
 
 @pytest.mark.parametrize("path", INVALID, ids=[p.stem for p in INVALID])
-def test_render_malformed_policy_exits_2_naming_the_field(capsys: pytest.CaptureFixture[str], path: Path) -> None:
+def test_render_malformed_policy_exits_2_naming_the_field(path: Path) -> None:
     wanted = path.read_text().splitlines()[0].removeprefix("# must-name: ").strip()
-    code, out, err = run(capsys, "render", path)
+    code, out, err = run("render", path)
     assert code == 2
     assert out == ""
     assert wanted in err and err.startswith("error: invalid policy:")
 
 
-def test_render_missing_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, _, err = run(capsys, "render", tmp_path / "nope.yaml")
+def test_render_missing_file_exits_2(tmp_path: Path) -> None:
+    code, _, err = run("render", tmp_path / "nope.yaml")
     assert code == 2
     assert "nope.yaml" in err
 
@@ -133,9 +128,9 @@ def test_render_missing_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_pat
 # -- apply ------------------------------------------------------------------------------------------
 
 
-def test_apply_allowed_mutation_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+def test_apply_allowed_mutation_exits_0() -> None:
     case = CASES / "override-resourcesoversell"
-    code, out, _ = run(capsys, "apply", "--policy", EXAMPLES / "templates" / "override-resourcesoversell.yaml",
+    code, out, _ = run("apply", "--policy", EXAMPLES / "templates" / "override-resourcesoversell.yaml",
                        "--resource", case / "deployment.yaml")
     assert code == 0
     result = yaml.safe_load(out)
@@ -144,8 +139,8 @@ def test_apply_allowed_mutation_exits_0(capsys: pytest.CaptureFixture[str]) -> N
     assert {op["op"] for op in result["patch"]} <= {"add", "replace"} and result["patch"]
 
 
-def test_apply_json_prints_exactly_the_result_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "apply", "--policy", EXAMPLES / "addanno-op.yaml",
+def test_apply_json_prints_exactly_the_result_keys() -> None:
+    code, out, _ = run("apply", "--policy", EXAMPLES / "addanno-op.yaml",
                        "--resource", CASES / "addanno-op" / "pod-annotated.yaml", "-o", "json")
     assert code == 0
     result = json.loads(out)
@@ -154,9 +149,9 @@ def test_apply_json_prints_exactly_the_result_keys(capsys: pytest.CaptureFixture
     assert result["message"] == "" and result["warnings"] == []
 
 
-def test_apply_denied_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+def test_apply_denied_exits_1() -> None:
     case = CASES / "validate-multi"
-    code, out, _ = run(capsys, "apply", "--policy", EXAMPLES / "templates" / "validate-multi.yaml",
+    code, out, _ = run("apply", "--policy", EXAMPLES / "templates" / "validate-multi.yaml",
                        "--resource", case / "namespaces" / "team-a.yaml", "--operation", "DELETE",
                        "--context", case / "approver.yaml", "-o", "json")
     assert code == 1
@@ -166,88 +161,88 @@ def test_apply_denied_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert result["patch"] == []
 
 
-def test_apply_delete_with_a_validate_policy(capsys: pytest.CaptureFixture[str]) -> None:
+def test_apply_delete_with_a_validate_policy() -> None:
     case = CASES / "deletens-cvp"
     args = ("apply", "--policy", case / "test-delete-ns-cel.yaml", "--resource", case / "ns-labelled.yaml")
-    code, out, _ = run(capsys, *args, "--operation", "DELETE", "-o", "json")
+    code, out, _ = run(*args, "--operation", "DELETE", "-o", "json")
     assert code == 1
     assert "operation rejected" in json.loads(out)["message"]
-    code, out, _ = run(capsys, *args, "-o", "json")  # CREATE is not a target operation
+    code, out, _ = run(*args, "-o", "json")  # CREATE is not a target operation
     assert code == 0 and json.loads(out)["allowed"] is True
 
 
-def test_apply_http_reference_answered_by_context(capsys: pytest.CaptureFixture[str]) -> None:
+def test_apply_http_reference_answered_by_context() -> None:
     case = CASES / "validate-multi"
     args = ("apply", "--policy", EXAMPLES / "templates" / "validate-multi.yaml", "--operation", "DELETE")
-    code, out, _ = run(capsys, *args, "--resource", case / "namespaces" / "frozen.yaml",
+    code, out, _ = run(*args, "--resource", case / "namespaces" / "frozen.yaml",
                        "--context", case / "approver.yaml", "-o", "json")
     assert code == 1 and "api reject deletion" in json.loads(out)["message"]
-    code, out, _ = run(capsys, *args, "--resource", case / "namespaces" / "frozen.yaml", "-o", "json")
+    code, out, _ = run(*args, "--resource", case / "namespaces" / "frozen.yaml", "-o", "json")
     assert code == 1
     assert "no HTTPResponse given in --context for GET" in json.loads(out)["message"]
 
 
-def test_apply_context_supplies_owner_and_k8s_objects(capsys: pytest.CaptureFixture[str]) -> None:
+def test_apply_context_supplies_owner_and_k8s_objects() -> None:
     case = CASES / "override-anno"
     args = ("apply", "--policy", EXAMPLES / "templates" / "override-anno.yaml", "--resource", case / "pod.yaml",
             "--operation", "UPDATE", "--old-resource", case / "pod.yaml", "-o", "json")
-    code, out, _ = run(capsys, *args, "--context", case / "context.yaml")
+    code, out, _ = run(*args, "--context", case / "context.yaml")
     assert code == 0
     annotations = json.loads(out)["object"]["metadata"]["annotations"]
     assert annotations["deployment-name"] == "web" and annotations["deployment-name-2"] == "web"
-    code, out, _ = run(capsys, *args)  # no context: the owner cannot be found
+    code, out, _ = run(*args)  # no context: the owner cannot be found
     assert code == 1
     assert "ReplicaSet default/web-7d9f6 not found" in json.loads(out)["message"]
 
 
-def test_apply_context_supplies_the_namespace_object(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_apply_context_supplies_the_namespace_object(tmp_path: Path) -> None:
     policy = write(tmp_path / "policy.yaml", NAMESPACE_LABEL_POLICY)
     pod = write(tmp_path / "pod.yaml", POD)
     namespace = write(tmp_path / "namespace.yaml", NAMESPACE)
-    code, out, _ = run(capsys, "apply", "--policy", policy, "--resource", pod, "--context", namespace, "-o", "json")
+    code, out, _ = run("apply", "--policy", policy, "--resource", pod, "--context", namespace, "-o", "json")
     assert code == 0
     assert json.loads(out)["patch"] == [{"op": "add", "path": "/metadata/labels/team", "value": "payments"}]
 
 
-def test_apply_yaml_output_by_default(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "apply", "--policy", EXAMPLES / "addanno-op.yaml",
+def test_apply_yaml_output_by_default() -> None:
+    code, out, _ = run("apply", "--policy", EXAMPLES / "addanno-op.yaml",
                        "--resource", CASES / "addanno-op" / "pod-team-a.yaml")
     assert code == 0
     assert yaml.safe_load(out) == {"allowed": True, "message": "", "warnings": [], "patch": [],
                                    "object": yaml.safe_load((CASES / "addanno-op" / "pod-team-a.yaml").read_text())}
 
 
-def test_apply_missing_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, out, err = run(capsys, "apply", "--policy", EXAMPLES / "addanno-op.yaml",
+def test_apply_missing_file_exits_2(tmp_path: Path) -> None:
+    code, out, err = run("apply", "--policy", EXAMPLES / "addanno-op.yaml",
                          "--resource", tmp_path / "missing.yaml")
     assert (code, out) == (2, "")
     assert "missing.yaml" in err and "No such file" in err
 
 
-def test_apply_bad_yaml_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_apply_bad_yaml_exits_2(tmp_path: Path) -> None:
     bad = write(tmp_path / "bad.yaml", "kind: Pod\nmetadata: {name: [unclosed\n")
-    code, _, err = run(capsys, "apply", "--policy", EXAMPLES / "addanno-op.yaml", "--resource", bad)
+    code, _, err = run("apply", "--policy", EXAMPLES / "addanno-op.yaml", "--resource", bad)
     assert code == 2
     assert "not valid YAML" in err
 
 
-def test_apply_invalid_policy_exits_2_naming_the_field(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "apply", "--policy", DATA / "invalid" / "bad-operation.yaml",
+def test_apply_invalid_policy_exits_2_naming_the_field() -> None:
+    code, out, err = run("apply", "--policy", DATA / "invalid" / "bad-operation.yaml",
                          "--resource", CASES / "addanno-op" / "pod-bare.yaml")
     assert (code, out) == (2, "")
     assert "spec.overrideRules[0].overriders.plaintext[0].op" in err
 
 
-def test_apply_update_without_old_resource_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "apply", "--policy", EXAMPLES / "templates" / "override-labels.yaml",
+def test_apply_update_without_old_resource_exits_2() -> None:
+    code, _, err = run("apply", "--policy", EXAMPLES / "templates" / "override-labels.yaml",
                        "--resource", CASES / "override-labels" / "pod.yaml", "--operation", "UPDATE")
     assert code == 2
     assert "--old-resource" in err
 
 
-def test_apply_resource_that_is_not_an_object_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_apply_resource_that_is_not_an_object_exits_2(tmp_path: Path) -> None:
     resource = write(tmp_path / "r.yaml", "metadata: {name: x}\n")
-    code, _, err = run(capsys, "apply", "--policy", EXAMPLES / "addanno-op.yaml", "--resource", resource)
+    code, _, err = run("apply", "--policy", EXAMPLES / "addanno-op.yaml", "--resource", resource)
     assert code == 2
     assert "not a Kubernetes object (no apiVersion)" in err
 
@@ -282,14 +277,14 @@ cases:
     return root
 
 
-def test_test_command_passes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, out, _ = run(capsys, "test", _case_dir(tmp_path / "ok", "payments"))
+def test_test_command_passes(tmp_path: Path) -> None:
+    code, out, _ = run("test", _case_dir(tmp_path / "ok", "payments"))
     assert code == 0
     assert out.splitlines()[-1] == "1 passed, 0 failed"
 
 
-def test_test_command_prints_a_unified_diff_on_failure(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, out, _ = run(capsys, "test", _case_dir(tmp_path / "bad", "search"))
+def test_test_command_prints_a_unified_diff_on_failure(tmp_path: Path) -> None:
+    code, out, _ = run("test", _case_dir(tmp_path / "bad", "search"))
     assert code == 1
     lines = [line.strip() for line in out.splitlines()]
     assert any(line.startswith("FAIL") and "the team label comes from the namespace" in line for line in lines)
@@ -300,14 +295,14 @@ def test_test_command_prints_a_unified_diff_on_failure(capsys: pytest.CaptureFix
     assert lines[-1] == "0 passed, 1 failed"
 
 
-def test_test_command_on_a_missing_dir_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, _, err = run(capsys, "test", tmp_path / "none")
+def test_test_command_on_a_missing_dir_exits_2(tmp_path: Path) -> None:
+    code, _, err = run("test", tmp_path / "none")
     assert code == 2
     assert "no such file or directory" in err
 
 
-def test_test_command_runs_the_acceptance_cases(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "test", CASES / "override-tolerations")
+def test_test_command_runs_the_acceptance_cases() -> None:
+    code, out, _ = run("test", CASES / "override-tolerations")
     assert code == 0
     assert out.splitlines()[-1].endswith("passed, 0 failed")
 
@@ -350,7 +345,7 @@ def _readme_cel() -> str:
     ({"app": "web", "team": "core"}, {"app": "web", "team": "core"}),
 ])
 def test_the_readme_cel_example_adds_team_and_keeps_other_labels(
-        capsys: pytest.CaptureFixture[str], tmp_path: Path, labels: dict[str, str] | None,
+        tmp_path: Path, labels: dict[str, str] | None,
         expected: dict[str, str]) -> None:
     policy = {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "OverridePolicy",
               "metadata": {"name": "team", "namespace": "team-a"},
@@ -359,7 +354,7 @@ def test_the_readme_cel_example_adds_team_and_keeps_other_labels(
     pod["metadata"].pop("labels")
     if labels is not None:
         pod["metadata"]["labels"] = labels
-    code, out, err = run(capsys, "apply", "--policy", write(tmp_path / "p.yaml", json.dumps(policy)),
+    code, out, err = run("apply", "--policy", write(tmp_path / "p.yaml", json.dumps(policy)),
                          "--resource", write(tmp_path / "pod.yaml", json.dumps(pod)), "-o", "json")
     assert code == 0, err
     assert json.loads(out)["object"]["metadata"]["labels"] == expected
@@ -368,8 +363,8 @@ def test_the_readme_cel_example_adds_team_and_keeps_other_labels(
 KEYS_POD = POD.replace("    app: web\n", "    app: web\n    off: a\n    1: b\n    2024-01-01: c\n    y: d\n")
 
 
-def test_apply_reads_non_string_keys_as_kubectl_does(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, out, err = run(capsys, "apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
+def test_apply_reads_non_string_keys_as_kubectl_does(tmp_path: Path) -> None:
+    code, out, err = run("apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
                          "--resource", write(tmp_path / "pod.yaml", KEYS_POD),
                          "--context", write(tmp_path / "ns.yaml", NAMESPACE), "-o", "json")
     assert code == 0, err
@@ -383,18 +378,18 @@ def test_apply_reads_non_string_keys_as_kubectl_does(capsys: pytest.CaptureFixtu
     ("    deep: " + "[" * 3000 + "]" * 3000 + "\n", "pod.yaml:8:"),
 ])
 def test_apply_refuses_yaml_json_cannot_hold_with_file_and_place(
-        capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, where: str) -> None:
+        tmp_path: Path, text: str, where: str) -> None:
     pod = write(tmp_path / "pod.yaml", POD.replace("    app: web\n", "    app: web\n" + text))
-    code, out, err = run(capsys, "apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
+    code, out, err = run("apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
                          "--resource", pod)
     assert (code, out) == (2, "")
     assert err.startswith(f"error: {pod.parent}/{where}"), err
 
 
-def test_render_refuses_a_file_that_is_not_utf8(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_render_refuses_a_file_that_is_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_bytes(NAMESPACE_LABEL_POLICY.replace("team-from", "t\xe9am-from").encode("latin-1"))
-    code, _, err = run(capsys, "render", path)
+    code, _, err = run("render", path)
     assert code == 2
     assert "p.yaml: not UTF-8 text" in err
 
@@ -402,7 +397,7 @@ def test_render_refuses_a_file_that_is_not_utf8(capsys: pytest.CaptureFixture[st
 AMBIGUOUS_VALUES = ["y", "n", "Y", "N", "1e3", "0o12", "off", "2024-01-01", "1:20", ".inf"]
 
 
-def test_render_output_reads_back_identically(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_render_output_reads_back_identically(tmp_path: Path) -> None:
     """Strings YAML 1.1 readers (kubectl) or 1.2 readers take for booleans or numbers are quoted."""
     policy = {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy",
               "metadata": {"name": "y", "labels": {v: v for v in AMBIGUOUS_VALUES if v != ".inf"}},
@@ -411,7 +406,7 @@ def test_render_output_reads_back_identically(capsys: pytest.CaptureFixture[str]
                                 for i, v in enumerate(AMBIGUOUS_VALUES)],
                   "template": {"type": "annotations", "operation": "add", "path": "a",
                                "value": {"string": "y"}}}}]}}
-    code, out, err = run(capsys, "render", write(tmp_path / "p.yaml", json.dumps(policy)))
+    code, out, err = run("render", write(tmp_path / "p.yaml", json.dumps(policy)))
     assert code == 0, err
     for value in AMBIGUOUS_VALUES:
         assert f": {value}\n" not in out
@@ -419,11 +414,11 @@ def test_render_output_reads_back_identically(capsys: pytest.CaptureFixture[str]
     assert again["spec"]["overrideRules"][0]["overriders"]["plaintext"] == \
         policy["spec"]["overrideRules"][0]["overriders"]["plaintext"]  # type: ignore[index]
     assert again["metadata"] == policy["metadata"]
-    code, out2, _ = run(capsys, "render", write(tmp_path / "again.yaml", out))
+    code, out2, _ = run("render", write(tmp_path / "again.yaml", out))
     assert (code, out2) == (0, out)  # our own reader (kubectl's rules) reads it back the same
 
 
-def test_an_internal_error_exits_3_in_one_line_never_1(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+def test_an_internal_error_exits_3_in_one_line_never_1(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from kinitiras_py.offline import apply
 
@@ -431,7 +426,7 @@ def test_an_internal_error_exits_3_in_one_line_never_1(capsys: pytest.CaptureFix
         raise TypeError("Dict key must be str")
 
     monkeypatch.setattr(apply, "run", broken)
-    code, out, err = run(capsys, "apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
+    code, out, err = run("apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
                          "--resource", write(tmp_path / "pod.yaml", POD))
     assert (code, out) == (3, "")
     assert err == "error: internal error, please report it with the input: TypeError: Dict key must be str\n"
@@ -443,9 +438,9 @@ def test_an_internal_error_exits_3_in_one_line_never_1(capsys: pytest.CaptureFix
     ("kind: HTTPResponse\nurl: 5\n", "url must be a string"),
     ("kind: Namespace\nmetadata: 5\n", "not a Kubernetes object"),
 ])
-def test_apply_refuses_malformed_context_documents(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+def test_apply_refuses_malformed_context_documents(tmp_path: Path,
                                                    context: str, reason: str) -> None:
-    code, out, err = run(capsys, "apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
+    code, out, err = run("apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
                          "--resource", write(tmp_path / "pod.yaml", POD),
                          "--context", write(tmp_path / "c.yaml", context))
     assert (code, out) == (2, "")

@@ -1,0 +1,126 @@
+"""What the compilers of a policy and of its rules share: the :class:`Checker` that gathers a
+policy's problems and warnings, CEL compilation with the checks every user expression gets, and
+the checks of credentials and scripts that override and validate rules both have."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
+from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.engine import jsrules
+from kinitiras_py.engine.evaluation import cel
+
+CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
+               "Write the rule in CEL with the `cel` field instead")
+SECRET_FIELDS = ("password", "staticToken")
+"""``http.auth`` fields that hold a secret and belong in a Secret (``secretRef``)."""
+REF_SOURCES_WITH_PARAMS = ("k8s", "owner", "http")
+
+
+class Checker:
+    """Collects semantic errors and warnings for one policy.
+
+    ``tolerant`` is set when the model already found problems: the raw dicts may then have any
+    shape, so a check that trips over one gives up quietly (the model errors say what is wrong).
+    """
+
+    def __init__(self, ref: str, tolerant: bool) -> None:
+        self.ref = ref
+        self.tolerant = tolerant
+        self.errors: list[PolicyError] = []
+        self.warnings: list[str] = []
+        self.name = ""
+        self.namespace: str | None = None
+        self.rendered_fields: list[tuple[str, str]] = []
+        """Rendered CEL other than the rules' renderedCel: (JSON pointer, source)."""
+
+    def warn(self, path: str, message: str) -> None:
+        """Record a warning naming the policy and the field."""
+        self.warnings.append(f"{self.ref}: {path}: {message}")
+
+    def run(self, fn: Any, *args: Any) -> Any:
+        """Call ``fn``; its PolicyError(s) are recorded and None returned."""
+        try:
+            return fn(*args)
+        except PolicyErrors as e:
+            self.errors += e.errors
+        except PolicyError as e:
+            self.errors.append(e)
+        except (AttributeError, TypeError, KeyError, ValueError, IndexError):
+            if not self.tolerant:
+                raise
+        return None
+
+    def collect(self, errors: list[PolicyError], fn: Any, *args: Any) -> Any:
+        """Call ``fn``; its PolicyError(s) go to ``errors`` and None is returned."""
+        try:
+            return fn(*args)
+        except PolicyErrors as e:
+            errors += e.errors
+        except PolicyError as e:
+            errors.append(e)
+        return None
+
+
+def dict_of(value: JSON) -> Obj:
+    """``value`` when it is an object, else an empty one (the raw policy may have any shape)."""
+    return value if isinstance(value, dict) else {}
+
+
+def list_of(value: JSON) -> list[Any]:
+    """``value`` when it is a list, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_cel(source: str, path: str) -> cel.Program:
+    """``source`` compiled (cached); PolicyErrors naming ``path`` when it is not valid CEL."""
+    try:
+        return cel.compile_program(source)
+    except CelCompileError as e:
+        raise PolicyErrors([PolicyError(path, f"invalid CEL: {e}")]) from None
+
+
+def result_type(program: cel.Program) -> str:
+    """The static result type the CEL checker gives ``program`` (``BOOL``, ``LIST<DYN>``, ``DYN``)."""
+    return program.result_type
+
+
+def user_cel(source: str, path: str, wanted: tuple[str, ...], what: str) -> cel.Program:
+    """A user's CEL compiled; refused unless its static result type is one of ``wanted`` (``what`` says why)."""
+    program = compile_cel(source, path)
+    found = result_type(program)
+    if found.split("<", 1)[0] not in wanted:
+        raise PolicyError(path, f"invalid CEL: the expression evaluates to {found}; {what}")
+    return program
+
+
+def check_http_secrets(checker: Checker, ref: JSON, path: str) -> None:
+    """Warn about credentials written into the policy instead of a Secret."""
+    http = dict_of(dict_of(ref).get("http"))
+    auth = dict_of(http.get("auth"))
+    for name in SECRET_FIELDS:
+        if auth.get(name):
+            checker.warn(f"{path}.http.auth.{name}",
+                         f"the {name} is written inline in the policy, where anyone allowed to read "
+                         "policies can see it; store it in a Secret and reference it with secretRef")
+    for header in dict_of(http.get("header")):
+        if str(header).lower() in ("authorization", "proxy-authorization"):
+            checker.warn(f"{path}.http.header.{header}",
+                         "a credential header is written inline in the policy; use auth with secretRef")
+
+
+def javascript(checker: Checker, errors: list[PolicyError], holder: Obj, function: str,
+                path: str) -> jsrules.JsProgram | None:
+    """The rule's ``javascript`` loaded for ``function``, its warnings noted; None when absent."""
+    if "javascript" not in holder:
+        return None
+    found = checker.collect(errors, jsrules.compile_javascript, holder["javascript"], function, f"{path}.javascript",
+                            checker.ref)
+    if found is None:
+        return None
+    for where, message in found[1]:
+        checker.warn(where, message)
+    return found[0]
