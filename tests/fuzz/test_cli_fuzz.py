@@ -133,8 +133,10 @@ body: {team: payments}
        resource=st.one_of(DOCUMENTS, mutated(RESOURCE_TEXTS), st.sampled_from(RESOURCE_TEXTS).map(str.encode)),
        context=st.one_of(DOCUMENTS, mutated([HTTP_RESPONSE, *RESOURCE_TEXTS])),
        operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT"]),
-       output=st.sampled_from(["yaml", "json"]))
-def test_apply_never_crashes(policy: bytes, resource: bytes, context: bytes, operation: str, output: str) -> None:
+       output=st.sampled_from(["yaml", "json"]),
+       namespace=st.none() | st.sampled_from(["", "team-a", "default", "a b", "-", "x" * 300]) | st.text(max_size=8))
+def test_apply_never_crashes(policy: bytes, resource: bytes, context: bytes, operation: str, output: str,
+                             namespace: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         files = {name: Path(tmp) / f"{name}.yaml" for name in ("policy", "resource", "context")}
         files["policy"].write_bytes(policy)
@@ -144,6 +146,8 @@ def test_apply_never_crashes(policy: bytes, resource: bytes, context: bytes, ope
                 "--context", str(files["context"]), "--operation", operation, "-o", output]
         if operation == "UPDATE":
             args += ["--old-resource", str(files["resource"])]
+        if namespace is not None:
+            args += [f"--namespace={namespace}"]
         code, out, err = run(*args, usage_exit=True)
         check(code, err)
         if code in (0, 1) and output == "yaml":
