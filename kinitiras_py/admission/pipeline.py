@@ -9,9 +9,9 @@ from typing import Any
 
 from kinitiras_py.admission import sidecars
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import conditions, jsrules, overriding, validating
+from kinitiras_py.engine import conditions, jsrules, overriding, selection, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.evaluation.cel import runs_long
+from kinitiras_py.engine.evaluation.cel import Program, runs_long
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.results import Mutation, Verdict
 from kinitiras_py.engine.selection import PolicyIndex
@@ -155,27 +155,42 @@ class Pipeline:
     async def _mutate_tier(self, request: Request, obj: Obj, tier: int | None, until: float) -> Mutation:
         """The override policies of ``tier`` (None: every tier) applied to ``obj``; ``until`` is when
         the request's time runs out."""
-        matches = [m for m in self.overrides.matching(obj, request.operation, request.namespace)
-                   if tier is None or m[0].tier == tier]
+        found = self.overrides.matching(obj, request.operation, request.namespace)
+        matches = list(found) if tier is None else [m for m in found if m[0].tier == tier]
         if not matches:
             return Mutation(object=obj)
+        features = self.overrides.features(matches)
         variables = await self._variables(request, obj)
-        matches, failed, shared = await self._conditioned(matches, variables)
-        if not matches:
-            return Mutation(object=obj)
+        failed: dict[tuple[str, int], str] = {}
+        shared: dict[str, dict[str, JSON]] = {}
+        if features & selection.CONDITIONS:
+            matches, failed, shared = await self._conditioned(matches, variables)
+            if not matches:
+                return Mutation(object=obj)
         params, errors = await self._params(matches, obj)
-        params = self._merged(params, shared, matches)
+        if shared:
+            params = self._merged(params, shared, matches)
         errors.update(failed)
-        programs, missing = await sidecars.programs(matches, obj, self.store, self.lookup_timeout)
-        errors.update(missing)
-        every = [p for _, rule in matches for p in (rule.rendered, rule.cel)] + list(programs.values())
+        programs: dict[tuple[str, int], Program] = {}
+        if features & selection.SIDECARS:
+            programs, missing = await sidecars.programs(matches, obj, self.store, self.lookup_timeout)
+            errors.update(missing)
+        every = [p for _, rule in matches for p in (rule.rendered, rule.cel)]
+        every += programs.values()
         size = request.size if obj is request.object else None  # a later tier's object was changed
+        if not features & selection.JAVASCRIPT:
+            if runs_long(every, obj, size):
+                # Off the event loop: it serves probes and keeps the deadline whenever our functions run.
+                return await asyncio.to_thread(overriding.mutate, matches, obj, variables, params, errors, programs,
+                                               features)
+            return overriding.mutate(matches, obj, variables, params, errors, programs, features)
         with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
             if any(rule.javascript for _, rule in matches) or runs_long(every, obj, size):
                 # Off the event loop: it serves probes and keeps the deadline whenever our functions or
                 # scripts run.
-                return await asyncio.to_thread(overriding.mutate, matches, obj, variables, params, errors, programs)
-            return overriding.mutate(matches, obj, variables, params, errors, programs)
+                return await asyncio.to_thread(overriding.mutate, matches, obj, variables, params, errors, programs,
+                                               features)
+            return overriding.mutate(matches, obj, variables, params, errors, programs, features)
 
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
         """Apply the validate policies to ``obj`` (default: the request's object)."""
@@ -185,10 +200,16 @@ class Pipeline:
                          key=lambda m: (m[0].sort_key(), m[1].index))
         if not matches:
             return Verdict()
+        features = self.validations.features(matches)
         variables = await self._variables(request, obj)
-        matches, failed, policy_params = await self._conditioned(matches, variables)
+        failed: dict[tuple[str, int], str] = {}
+        policy_params: dict[str, dict[str, JSON]] = {}
+        if features & selection.CONDITIONS:
+            matches, failed, policy_params = await self._conditioned(matches, variables)
         shared = Bindings({**variables, "params": {}})
         verdict = Verdict()
+        if not features & selection.JAVASCRIPT:
+            return await self._validate_each(matches, obj, variables, shared, verdict, failed, policy_params)
         with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
             return await self._validate_each(matches, obj, variables, shared, verdict, failed, policy_params)
 
@@ -199,8 +220,9 @@ class Pipeline:
         # HTTP calls or lookups for a request that is refused anyway).
         for match in matches:
             params, errors = await self._params([match], obj)
-            params = self._merged(params, policy_params, [match])
-            if (key := (match[0].ref, match[1].index)) in failed:
+            if policy_params:
+                params = self._merged(params, policy_params, [match])
+            if failed and (key := (match[0].ref, match[1].index)) in failed:
                 errors[key] = failed[key]
             if match[1].javascript is not None or runs_long((match[1].rendered, match[1].cel), obj):
                 one = await asyncio.to_thread(validating.validate, [match], variables, params, errors, shared)

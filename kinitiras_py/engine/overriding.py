@@ -16,7 +16,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError, RuleDenied, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import injection, jsrules, lastapplied, origin, patchlog, sidecars
+from kinitiras_py.engine import injection, jsrules, lastapplied, origin, patchlog, selection, sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.evaluation.celbindings import Bindings
@@ -99,7 +99,7 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
 def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, variables: dict[str, Any],
            params: Mapping[RuleKey, Obj] | None = None,
            lookup_errors: Mapping[RuleKey, str] | None = None,
-           programs: Mapping[RuleKey, Program] | None = None) -> Mutation:
+           programs: Mapping[RuleKey, Program] | None = None, features: int | None = None) -> Mutation:
     """Apply every matching rule to ``obj``; return the final object and the patch.
 
     ``obj`` is not modified; the final object shares the parts no rule changed with it, so
@@ -107,7 +107,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     CEL; ``params`` the resolved value references per rule; ``lookup_errors`` the references
     that could not be resolved; ``programs`` the CEL of sidecar templates read from ConfigMaps.
     A rule that denies (a sidecar's checks, two sidecars of one group) denies whatever its
-    failurePolicy.
+    failurePolicy. ``features``, when given, holds the :func:`.selection.policy_features` bits
+    of the matched policies: sidecar and inject rules are looked for only when they are set.
     """
     params = params or {}
     lookup_errors = lookup_errors or {}
@@ -116,17 +117,19 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     working: Obj = obj
     log = patchlog.PatchLog()
     mutation = Mutation(object=working)
-    conflict = sidecars.group_conflict(matches, obj)
-    if conflict is not None:
-        return Mutation(object=obj, failure=conflict)
+    if features is None or features & selection.SIDECARS:
+        conflict = sidecars.group_conflict(matches, obj)
+        if conflict is not None:
+            return Mutation(object=obj, failure=conflict)
     # The working object converted for CEL, shared by rules without parameters; a change keeps
     # the conversions of the parts it did not touch (Bindings.changed).
     bound: Bindings | None = None
     # A rule whose conditions or references failed is decided by its failurePolicy, below, like any other.
+    injecting = features is None or bool(features & selection.INJECTS)
     injects = [(policy, rule) for policy, rule in matches
-               if rule.inject is not None and (policy.ref, rule.index) not in lookup_errors]
+               if rule.inject is not None and (policy.ref, rule.index) not in lookup_errors] if injecting else []
     for policy, rule in matches:
-        if rule.inject is not None and (policy.ref, rule.index) not in lookup_errors:
+        if injecting and rule.inject is not None and (policy.ref, rule.index) not in lookup_errors:
             if injects:  # every inject rule runs at the place of the first one, together
                 if bound is None:
                     bound = Bindings({**variables, "object": working, "params": {}})

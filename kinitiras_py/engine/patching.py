@@ -84,7 +84,7 @@ def _index(token: str, size: int, *, allow_end: bool) -> int:
     return int(token)
 
 
-def _clone(value: JSON) -> JSON:
+def clone(value: JSON) -> JSON:
     """An independent copy of a JSON value (scalars are immutable and returned as is)."""
     return orjson.loads(orjson.dumps(value)) if isinstance(value, dict | list) else value
 
@@ -251,16 +251,16 @@ def _apply_one(doc: JSON, op: dict[str, Any], before: Before) -> JSON:
     if op.get("lenient") is True and name in ("add", "remove", "replace"):
         tokens = _resolve_negative(doc, tokens, name == "add")
         if name == "add":
-            return _lenient_add(doc, tokens, _clone(_operand(op, "value")), before)
+            return _lenient_add(doc, tokens, clone(_operand(op, "value")), before)
     if name == "add":
-        value = _clone(_operand(op, "value"))
+        value = clone(_operand(op, "value"))
         return _add(before(doc, "add", tokens), tokens, value)
     if name == "remove":
         doc = before(doc, "remove", tokens)
         _remove(doc, tokens, False)
         return doc
     if name == "replace":
-        value = _clone(_operand(op, "value"))
+        value = clone(_operand(op, "value"))
         return _replace(before(doc, "replace", tokens), tokens, value)
     if name == "test":
         actual = _get(doc, tokens)
@@ -274,7 +274,7 @@ def _apply_one(doc: JSON, op: dict[str, Any], before: Before) -> JSON:
     if value is _MISSING:
         raise PatchError(f"{name}: 'from' path does not exist")
     if name == "copy":
-        return _add(before(doc, "add", tokens), tokens, _clone(value))
+        return _add(before(doc, "add", tokens), tokens, clone(value))
     if tokens[: len(source)] == source and len(tokens) > len(source):
         raise PatchError("move: cannot move a value into one of its own children")
     if tokens == source:

@@ -36,6 +36,31 @@ Guard = tuple[str, ...]
 Entry = tuple[BucketKey, Guard | None]
 """Where one selector of a policy is filed: its bucket, and its guard (None: always a candidate)."""
 
+# What a policy uses beyond plain rules (bits of :meth:`PolicyIndex.features`), worked out when it
+# is indexed so that a request whose policies use none of it pays nothing for it.
+CONDITIONS = 1
+"""matchConditions or policy-wide valueRefs."""
+SIDECARS = 2
+"""A sidecar rule (its template may be kept in a ConfigMap; one policy per group)."""
+JAVASCRIPT = 4
+"""A JavaScript rule (scripts share the request's deadline)."""
+INJECTS = 8
+"""An inject rule."""
+
+
+def policy_features(policy: CompiledPolicy) -> int:
+    """The :data:`CONDITIONS`, :data:`SIDECARS`, :data:`JAVASCRIPT` and :data:`INJECTS` bits
+    ``policy`` uses."""
+    bits = CONDITIONS if policy.conditions is not None or policy.refs else 0
+    for rule in policy.rules:
+        if getattr(rule, "sidecar", None) is not None:
+            bits |= SIDECARS
+        if rule.javascript is not None:
+            bits |= JAVASCRIPT
+        if getattr(rule, "inject", None) is not None:
+            bits |= INJECTS
+    return bits
+
 
 def object_group(obj: Obj) -> str:
     """The API group of an object (``""`` for the core group)."""
@@ -161,6 +186,9 @@ class PolicyIndex:
         self._cache: dict[tuple[str, str, str], _Found] = {}
         self._tiers: dict[int, int] = {}
         """How many policies each execution tier holds."""
+        self._tier_list: list[int] = []
+        self._features: dict[int, int] = {}
+        """:func:`policy_features` of the indexed policies that use any, by id() (the index keeps them alive)."""
         for policy in policies:
             self.put(policy)
 
@@ -178,6 +206,9 @@ class PolicyIndex:
         key = self.key(policy)
         self._by_key[key] = policy
         self._tiers[policy.tier] = self._tiers.get(policy.tier, 0) + 1
+        self._tier_list = sorted(self._tiers)
+        if bits := policy_features(policy):
+            self._features[id(policy)] = bits
         self._entries_of[key] = tuple(_entries(policy))  # a tuple holds them in a quarter of a set's memory
         for bucket, guard in self._entries_of[key]:
             self._buckets.setdefault(bucket, _Bucket()).add(guard, key, policy)
@@ -192,6 +223,8 @@ class PolicyIndex:
         self._tiers[gone.tier] -= 1
         if not self._tiers[gone.tier]:
             del self._tiers[gone.tier]
+        self._tier_list = sorted(self._tiers)
+        self._features.pop(id(gone), None)
         for bucket_key, guard in self._entries_of.pop(key, ()):
             bucket = self._buckets[bucket_key]
             bucket.discard(guard, key)
@@ -201,7 +234,17 @@ class PolicyIndex:
 
     def tiers(self) -> list[int]:
         """The execution tiers the policies are in, lowest first ([0] or [] for most setups)."""
-        return sorted(self._tiers)
+        return self._tier_list
+
+    def features(self, matches: Iterable[tuple[CompiledPolicy, Any]]) -> int:
+        """The :func:`policy_features` bits the policies of ``matches`` (found here) use together:
+        0 at once when no indexed policy uses any."""
+        if not self._features:
+            return 0
+        bits = 0
+        for policy, _ in matches:
+            bits |= self._features.get(id(policy), 0)
+        return bits
 
     def get(self, kind: str, namespace: str | None, name: str) -> CompiledPolicy | None:
         """The policy with this identity, or None."""

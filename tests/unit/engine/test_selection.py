@@ -337,3 +337,26 @@ def test_a_policy_for_other_names_or_labels_of_the_same_kind_is_not_a_candidate(
     assert names(index.candidates(pod("web-3x", "ns-3", labels={"k3": ""}))) == ["any-pod", "other-0003"]
     index.remove("ClusterOverridePolicy", None, "other-0003")
     assert names(index.candidates(pod("web-3x", "ns-3", labels={"k3": ""}))) == ["any-pod"]
+
+
+def test_features_are_those_the_matched_policies_use() -> None:
+    """What a policy uses beyond plain rules is worked out when it is indexed and follows it out."""
+    from kinitiras_py.engine import selection
+
+    plain = policy("ClusterOverridePolicy", "plain")
+    scripted = dataclasses.replace(policy("ClusterOverridePolicy", "scripted"),
+                                   rules=(dataclasses.replace(plain.rules[0], javascript=object()),))
+    conditioned = dataclasses.replace(policy("ClusterOverridePolicy", "conditioned"), refs={"x": {}})
+    injecting = dataclasses.replace(policy("ClusterOverridePolicy", "injecting"),
+                                    rules=(dataclasses.replace(plain.rules[0], inject="x"),))
+    index = PolicyIndex([plain])
+    assert index.features([(plain, plain.rules[0])]) == 0
+    for added in (scripted, conditioned, injecting):
+        index.put(added)
+    assert index.features([(plain, plain.rules[0])]) == 0
+    assert index.features([(scripted, scripted.rules[0])]) == selection.JAVASCRIPT
+    assert index.features([(p, p.rules[0]) for p in (scripted, conditioned, injecting)]) == (
+        selection.JAVASCRIPT | selection.CONDITIONS | selection.INJECTS)
+    index.remove(scripted.kind, scripted.namespace, scripted.name)
+    assert index.features([(scripted, scripted.rules[0])]) == 0
+    assert selection.policy_features(scripted) == selection.JAVASCRIPT
