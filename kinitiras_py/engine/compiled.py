@@ -16,7 +16,7 @@ CLUSTER_KINDS = frozenset({"ClusterOverridePolicy", "ClusterValidatePolicy"})
 VALIDATE_KINDS = frozenset({"ClusterValidatePolicy", "ValidatePolicy"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OverrideRule:
     """One ``overrideRules[i]``: its overriders in application order."""
 
@@ -44,7 +44,7 @@ class OverrideRule:
     combines with the other inject rules' (:mod:`.injection`)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ValidateRule:
     """One ``validateRules[i]``: rendered and custom CEL checks and what a failure does."""
 
@@ -62,7 +62,7 @@ class ValidateRule:
     refs: dict[str, Obj] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CompiledPolicy:
     """A policy ready for the request path."""
 
