@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from kinitiras_py.base.typedefs import Obj, Patch
@@ -11,6 +13,14 @@ if TYPE_CHECKING:
     from kinitiras_py.engine.evaluation.cel import Program
     from kinitiras_py.engine.jsrules import JsProgram
     from kinitiras_py.engine.sidecars import SidecarRule
+
+EMPTY: Mapping[Any, Any] = MappingProxyType({})
+"""What a policy or rule without references or fan-out holds: one shared empty mapping, not an
+empty dict each (10,000 policies would hold megabytes of them)."""
+
+
+def _empty() -> Mapping[Any, Any]:
+    return EMPTY
 
 CLUSTER_KINDS = frozenset({"ClusterOverridePolicy", "ClusterValidatePolicy"})
 VALIDATE_KINDS = frozenset({"ClusterValidatePolicy", "ValidatePolicy"})
@@ -30,12 +40,12 @@ class OverrideRule:
     """``jsa_mutate``, run after ``cel`` and before ``plaintext``."""
     plaintext: Patch = field(default_factory=list)
     origin: list[Obj] = field(default_factory=list)
-    refs: dict[str, Obj] = field(default_factory=dict)
+    refs: Mapping[str, Obj] = field(default_factory=_empty)
     """Value references this rule needs resolved, by parameter name (``params.<name>``)."""
     sidecar: SidecarRule | None = None
     """For a ``sidecar`` template: its group and, when kept in a ConfigMap, where (``rendered`` is
     then compiled per ConfigMap text on the request path)."""
-    fanout: dict[int, tuple[Program, int]] = field(default_factory=dict)
+    fanout: Mapping[int, tuple[Program, int]] = field(default_factory=_empty)
     """Plaintext operations with select or valueTemplate, by index: their program and fan-out depth."""
     last_applied: bool = False
     """Apply the operations to the last-applied-configuration annotation too (KubeMod)."""
@@ -59,7 +69,7 @@ class ValidateRule:
     cel: Program | None = None
     javascript: JsProgram | None = None
     """``jsa_validate``, run after ``cel``."""
-    refs: dict[str, Obj] = field(default_factory=dict)
+    refs: Mapping[str, Obj] = field(default_factory=_empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +98,7 @@ class CompiledPolicy:
     """``matchConditions`` rendered to one CEL bool; None when there are none."""
     tier: int = 0
     """``executionTier`` (override policies): lower tiers run first."""
-    refs: dict[str, Obj] = field(default_factory=dict)
+    refs: Mapping[str, Obj] = field(default_factory=_empty)
     """``valueRefs``: resolved once per request, ``params.<name>`` for conditions and every rule."""
     rendered_fields: tuple[tuple[str, str], ...] = ()
     """Other rendered CEL written back to the policy: (JSON pointer of the field, source), e.g.

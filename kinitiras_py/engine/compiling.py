@@ -21,7 +21,7 @@ from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine import policylevel, selectors
 from kinitiras_py.engine.checker import Checker, check_http_secrets, dict_of, list_of
-from kinitiras_py.engine.compiled import CLUSTER_KINDS, CompiledPolicy, OverrideRule, ValidateRule
+from kinitiras_py.engine.compiled import CLUSTER_KINDS, EMPTY, CompiledPolicy, OverrideRule, ValidateRule
 from kinitiras_py.engine.overriderules import override_rule
 from kinitiras_py.engine.rendering import injecting
 from kinitiras_py.engine.validaterules import validate_rule
@@ -76,7 +76,7 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
         warnings=tuple(checker.warnings), javascript_only=bool(rules) and all(_javascript_only(r) for r in rules),
         conditions=conditions,
         tier=tier if isinstance(tier, int) and not isinstance(tier, bool) else 0,
-        rendered_fields=tuple(checker.rendered_fields), refs=refs,
+        rendered_fields=tuple(checker.rendered_fields), refs=refs or EMPTY,
     )
 
 

@@ -21,7 +21,7 @@ from kinitiras_py.engine.checker import (
     list_of,
     user_cel,
 )
-from kinitiras_py.engine.compiled import OverrideRule, normalise_operations
+from kinitiras_py.engine.compiled import EMPTY, OverrideRule, normalise_operations
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.rendering import injecting, render
@@ -89,7 +89,8 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
     return OverrideRule(
         index=index, operations=normalise_operations(operations or (["CREATE"] if inject else None)),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cel=custom,
-        javascript=script, plaintext=plaintext, origin=entries, refs=refs, sidecar=sidecar, fanout=fanned,
+        javascript=script, plaintext=plaintext, origin=entries, refs=refs or EMPTY, sidecar=sidecar,
+        fanout=fanned or EMPTY,
         last_applied=rule.get("patchLastApplied") is True, inject=inject,
     ), source
 

@@ -17,7 +17,7 @@ from kinitiras_py.engine.checker import (
     list_of,
     user_cel,
 )
-from kinitiras_py.engine.compiled import ValidateRule, normalise_operations
+from kinitiras_py.engine.compiled import EMPTY, ValidateRule, normalise_operations
 from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.rendering import render
 
@@ -127,5 +127,5 @@ def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[V
         index=index, operations=normalise_operations(rule.get("targetOperations")),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), actions=frozenset(actions),
         message=str(rule.get("message") or message), allow_mode=allow_mode, rendered=rendered,
-        cel=custom, javascript=script, refs=refs,
+        cel=custom, javascript=script, refs=refs or EMPTY,
     ), source

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from kinitiras_py.base.typedefs import JSON, Obj
@@ -99,7 +99,7 @@ async def _k8s(sel: Obj, obj: Obj, store: Store) -> Obj | None:
     return None
 
 
-async def resolve_rule(refs: dict[str, Obj], obj: Obj, store: Store, http: HttpClient | None,
+async def resolve_rule(refs: Mapping[str, Obj], obj: Obj, store: Store, http: HttpClient | None,
                        timeout: float, policy_namespace: str | None = None) -> dict[str, JSON]:
     """Resolve every reference of one rule concurrently; raise LookupFailure on the first failure."""
     names = list(refs)
