@@ -125,16 +125,17 @@ def get_json(cluster: Cluster, resource: str, name: str, namespace: str | None =
     return dict(json.loads(kubectl_ok(cluster, "get", resource, name, *where, "-o", "json")))
 
 
-def columns(cluster: Cluster, resource: str, name: str, namespace: str | None = None) -> list[str]:
-    """NAME READY RULES AGE of ``kubectl get <resource> <name>``."""
-    where = ["-n", namespace] if namespace else []
-    return cluster.kubectl("get", resource, name, *where, "--no-headers").stdout.split()
-
-
 def apply_policy(cluster: Cluster, text: str, resource: str, name: str, rules: int,
                  namespace: str | None = None) -> None:
-    """Apply a policy and wait until the webhook has it in force (READY True, RULES counted)."""
+    """Apply a policy and wait until the webhook has this version in force (READY True for the
+    policy's current generation, RULES counted): an update must not be raced by the old version."""
     where = ["-n", namespace] if namespace else []
     kubectl_ok(cluster, "apply", *where, "-f", "-", input=text)
-    assert wait_for(lambda: columns(cluster, resource, name, namespace)[1:3] == ["True", str(rules)], 10), \
-        cluster.kubectl("get", resource, name, *where, "-o", "yaml").stdout
+    fields = ('{.metadata.generation} {.status.conditions[?(@.type=="Ready")].observedGeneration} '
+              '{.status.conditions[?(@.type=="Ready")].status} {.status.ruleCount}')
+
+    def in_force() -> bool:
+        got = cluster.kubectl("get", resource, name, *where, "-o", f"jsonpath={fields}").stdout.split()
+        return len(got) == 4 and got[0] == got[1] and got[2:] == ["True", str(rules)]
+
+    assert wait_for(in_force, 10), cluster.kubectl("get", resource, name, *where, "-o", "yaml").stdout
