@@ -7,29 +7,13 @@ import copy
 from collections.abc import Sequence
 
 from kinitiras_py.admission import sidecars as sidecar_templates
+from kinitiras_py.admission.policies import rendered_patch
 from kinitiras_py.base.errors import PolicyError
-from kinitiras_py.base.typedefs import Obj, Patch
+from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine import sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.offline.loader import InputError
 from kinitiras_py.offline.static import StaticStore
-
-
-def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
-    """JSON patch ops setting ``renderedCel`` of every templated rule, and the other rendered fields
-    (``renderedMatchConditions``, fanned-out plaintext operations); none when already current."""
-    field = "validateRules" if compiled.validating else "overrideRules"
-    ops: Patch = []
-    for index, source in sorted(compiled.rendered.items()):
-        rule = doc["spec"][field][index]
-        holder, pointer = (rule, f"/spec/{field}/{index}") if compiled.validating else \
-            (rule.get("overriders") or {}, f"/spec/{field}/{index}/overriders")
-        if holder.get("renderedCel") != source:
-            ops.append({"op": "add", "path": f"{pointer}/renderedCel", "value": source})
-    for index in sidecars.kept_in_configmaps(compiled):
-        if "renderedCel" in (doc["spec"][field][index].get("overriders") or {}):
-            ops.append({"op": "remove", "path": f"/spec/{field}/{index}/overriders/renderedCel"})
-    return ops + compiled.rendered_field_ops(doc)
 
 
 def with_rendered(doc: Obj, compiled: CompiledPolicy) -> Obj:
