@@ -22,10 +22,19 @@ from aiohttp import web
 
 from kinitiras_py.dev import controlplane
 from kinitiras_py.dev.rest import Rest
+from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.webhook.tls import ReloadableTLS
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
+
+
+@pytest.fixture(autouse=True)
+def fresh_cel_results() -> Iterator[None]:
+    """Each test starts with an empty CEL result cache (on, as served), whatever earlier tests kept."""
+    celmemo.configure(celmemo.DEFAULT_BYTES)
+    yield
+    celmemo.configure(celmemo.DEFAULT_BYTES)
 
 
 @dataclass(frozen=True)

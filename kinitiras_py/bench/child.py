@@ -86,9 +86,10 @@ def pinned(cpu: int) -> Iterator[None]:
 
 
 def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu: int | None,
-           profile: str | None) -> None:
+           profile: str | None, cel_results: bool) -> None:
     """Child process: serve ours over ``policies`` (the floor when None) until told to stop;
-    with ``profile``, under cProfile, the statistics written to that file at the end."""
+    with ``profile``, under cProfile, the statistics written to that file at the end; without
+    ``cel_results``, with the CEL result cache off."""
     from kinitiras_py.base import logs
     from kinitiras_py.webhook.server import Server, server_context
 
@@ -102,11 +103,14 @@ def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu:
 
             app = floor.make_app()
         else:
+            from kinitiras_py.engine.evaluation import celmemo
             from kinitiras_py.offline.apply import build_pipeline, compile_all
             from kinitiras_py.webhook.app import make_app
             from kinitiras_py.webhook.handlers import Handlers
             from kinitiras_py.webhook.metrics import Metrics
 
+            if not cel_results:
+                celmemo.configure(0)
             app = make_app(Handlers(build_pipeline(compile_all(policies)), Metrics()))
         context = server_context(Path(cert_dir, "tls.crt"), Path(cert_dir, "tls.key"))
         server = Server(app, "127.0.0.1", 0, context)
@@ -126,9 +130,10 @@ def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu:
 
 @contextlib.contextmanager
 def serving(policies: Sequence[Obj] | None, cpu: int | None = SERVER_CPU, start_timeout: float = 120.0,
-            profile: str | None = None) -> Iterator[Served]:
+            profile: str | None = None, cel_results: bool = True) -> Iterator[Served]:
     """Serve ours over ``policies`` (the floor when None) in a child process until the block ends,
-    on core ``cpu`` (None: wherever the scheduler puts it), profiled into the file ``profile``."""
+    on core ``cpu`` (None: wherever the scheduler puts it), profiled into the file ``profile``,
+    with the CEL result cache off unless ``cel_results``."""
     from kinitiras_py.certs.authority import new_ca, new_serving
 
     with tempfile.TemporaryDirectory(prefix="kinitiras-bench-") as cert_dir:
@@ -138,7 +143,7 @@ def serving(policies: Sequence[Obj] | None, cpu: int | None = SERVER_CPU, start_
         Path(cert_dir, "tls.key").write_bytes(leaf.key)
         spawn = multiprocessing.get_context("spawn")
         parent, child = spawn.Pipe()
-        args = (None if policies is None else list(policies), cert_dir, child, cpu, profile)
+        args = (None if policies is None else list(policies), cert_dir, child, cpu, profile, cel_results)
         process = spawn.Process(target=_serve, args=args, daemon=True)
         process.start()
         try:

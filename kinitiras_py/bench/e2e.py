@@ -86,8 +86,9 @@ async def _time(access: Access, pod: Obj, setup: str, concurrency: int, pods: in
 
 
 async def run(access: Access, total: int, matching: Sequence[int], pods: int, concurrency: Sequence[int],
-              log: Callable[[str], None] = print) -> list[Row]:
-    """Time ``pods`` Pod CREATEs at each concurrency in each set-up (see the module docstring)."""
+              log: Callable[[str], None] = print, uncached: bool = False) -> list[Row]:
+    """Time ``pods`` Pod CREATEs at each concurrency in each set-up (see the module docstring);
+    with ``uncached``, ours again with its CEL result cache off."""
     pod = workload.server_pod()
     kube = Kube(access)
     rows: list[Row] = []
@@ -110,14 +111,15 @@ async def run(access: Access, total: int, matching: Sequence[int], pods: int, co
             await _settle(access, pod, {floor.LABEL}, "the floor")
             await timed("floor", {floor.LABEL})
         await _settle(access, pod, set(), "no webhook")
-        async with setups.ours(kube, log) as ours:
-            for k in matching:
-                name = f"ours {k}/{total}"
-                log(f"set-up: {name}")
-                await ours.become(workload.some_matching(total, k))
-                expected = {f"bench.example.com/policy-{i:04d}" for i in range(k)}
-                await _settle(access, pod, expected, name)
-                await timed(name, expected)
+        for cel_results in (True, False) if uncached else (True,):
+            async with setups.ours(kube, log, cel_results=cel_results) as ours:
+                for k in matching:
+                    name = f"ours {k}/{total}" + ("" if cel_results else " uncached")
+                    log(f"set-up: {name}")
+                    await ours.become(workload.some_matching(total, k))
+                    expected = {f"bench.example.com/policy-{i:04d}" for i in range(k)}
+                    await _settle(access, pod, expected, name)
+                    await timed(name, expected)
     finally:
         await kube.close()
     return with_ratios(rows)

@@ -73,12 +73,18 @@ class Target:
     name: str
     policies: Sequence[Obj] | None
     matching: int
+    cel_results: bool = True
+    """Whether ours remembers CEL results (:mod:`..engine.evaluation.celmemo`); without, every
+    review is evaluated as if each Pod were unlike the last."""
 
 
-def targets(total: int, matching: Sequence[int]) -> list[Target]:
-    """The floor, then ours with each count of ``matching`` policies among ``total``."""
-    return [Target("floor", None, 0),
-            *(Target(f"ours {k}/{total}", workload.some_matching(total, k), k) for k in matching)]
+def targets(total: int, matching: Sequence[int], uncached: bool = True) -> list[Target]:
+    """The floor, then ours with each count of ``matching`` policies among ``total``; with
+    ``uncached``, ours again for each count with the CEL result cache off."""
+    ours = [Target(f"ours {k}/{total}", workload.some_matching(total, k), k) for k in matching]
+    if uncached:
+        ours += [dataclasses.replace(t, name=f"{t.name} uncached", cel_results=False) for t in ours]
+    return [Target("floor", None, 0), *ours]
 
 
 def check(served: child.Served, pod: Obj, matching: int | None) -> None:
@@ -118,10 +124,12 @@ def run(targets_: Sequence[Target], pod: Obj, connections: int = 8, seconds: flo
     def profile(t: Target) -> str | None:
         if profile_dir is None or t.policies is None:
             return None
-        return str(Path(profile_dir) / f"ours-{t.matching}-of-{len(t.policies)}.prof")
+        uncached = "" if t.cel_results else "-uncached"
+        return str(Path(profile_dir) / f"ours-{t.matching}-of-{len(t.policies)}{uncached}.prof")
 
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(child.serving(t.policies, profile=profile(t))) for t in targets_]
+        servers = [stack.enter_context(child.serving(t.policies, profile=profile(t), cel_results=t.cel_results))
+                   for t in targets_]
         for served, target in zip(servers, targets_, strict=True):
             check(served, pod, None if target.policies is None else target.matching)
         loads: list[list[_Round]] = [[] for _ in targets_]

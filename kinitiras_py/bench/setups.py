@@ -99,9 +99,10 @@ class Ours:
 
 
 @contextlib.asynccontextmanager
-async def ours(kube: Kube, log: Callable[[str], None], start_timeout: float = 90.0) -> AsyncIterator[Ours]:
-    """``kinitiras-py serve`` at info level, registered as ``kinitiras-bench``; on exit its policies,
-    configurations and process are removed."""
+async def ours(kube: Kube, log: Callable[[str], None], start_timeout: float = 90.0,
+               cel_results: bool = True) -> AsyncIterator[Ours]:
+    """``kinitiras-py serve`` at info level, registered as ``kinitiras-bench`` (its CEL result cache
+    off unless ``cel_results``); on exit its policies, configurations and process are removed."""
     from kinitiras_py.certs import authority
     from kinitiras_py.dev import processes
 
@@ -117,7 +118,8 @@ async def ours(kube: Kube, log: Callable[[str], None], start_timeout: float = 90
             sys.executable, "-m", "kinitiras_py", "serve", f"--kubeconfig={kube.access.kubeconfig}",
             "--bind-address=127.0.0.1", f"--port={port}", f"--cert-dir={work}", "--log-level=info",
             f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=",
-            f"--mutating-config={CONFIG}", f"--validating-config={CONFIG}"], log_file)
+            f"--mutating-config={CONFIG}", f"--validating-config={CONFIG}",
+            *(() if cel_results else ("--cel-results-mib=0",))], log_file)
         state = Ours(kube, log)
         try:
             await _wait_ready(f"https://127.0.0.1:{port}/readyz", ca.cert, pid, log_file, start_timeout)

@@ -66,6 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--total", type=_positive, default=1000, help="with --floor/--e2e: policies loaded (default 1000)")
     p.add_argument("--matching", type=_sizes, default=[1, 20], metavar="N,N,...",
                    help="with --floor/--e2e: how many of them match the Pod, one server set-up each (default 1,20)")
+    p.add_argument("--uncached", action="store_true",
+                   help="with --floor/--e2e: also ours with its CEL result cache off, as if every Pod were unlike "
+                        "the last (the bench sends one Pod over and over, as a Deployment's replicas look)")
     p.add_argument("--connections", type=_positive, default=8, help="with --floor: keep-alive connections (default 8)")
     p.add_argument("--rounds", type=_positive, default=3, help="with --floor: interleaved rounds (default 3)")
     p.add_argument("--profile", metavar="DIR", default=None,
@@ -129,7 +132,7 @@ def _bench_floor(args: argparse.Namespace) -> int:
               f"each server in a child process on one core, closed-loop load from another over "
               f"{args.connections} keep-alive connections; {args.rounds} interleaved rounds of {seconds:g} s "
               f"(medians); a ~9.5 KB Pod AdmissionReview", flush=True)
-    results = saturation.run(saturation.targets(args.total, args.matching), workload.server_pod(),
+    results = saturation.run(saturation.targets(args.total, args.matching, args.uncached), workload.server_pod(),
                              args.connections, seconds, args.rounds, warmup=min(1.0, seconds),
                              profile_dir=args.profile)
     _emit(args, "floor", results, report.saturation_table)
@@ -173,7 +176,8 @@ def _bench_e2e(args: argparse.Namespace) -> int:
         out = []
         for n in range(args.runs):
             log(f"run {n + 1} of {args.runs}")
-            out.append(asyncio.run(e2e.run(access, args.total, args.matching, args.pods, args.concurrency, log)))
+            out.append(asyncio.run(e2e.run(access, args.total, args.matching, args.pods, args.concurrency, log,
+                                       args.uncached)))
         return out
 
     if args.kubeconfig:

@@ -21,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="host:port for plain-HTTP /metrics; empty serves it on the webhook port")
     p.add_argument("--deadline", type=_positive_seconds, default=2.5,
                    help="answer within this many seconds (below the webhook timeout, default %(default)s)")
+    p.add_argument("--cel-results-mib", type=_mebibytes, default=4.0,
+                   help="memory for CEL results remembered by the parts of an object a rule reads, so Pods of "
+                        "one template are evaluated once (0 switches it off; default %(default)s)")
     p.add_argument("--mutating-config", default="kinitiras-py", help="MutatingWebhookConfiguration name")
     p.add_argument("--validating-config", default="kinitiras-py", help="ValidatingWebhookConfiguration name")
     p.add_argument("--webhook-url", help="base URL the API server calls (e.g. https://127.0.0.1:8443); "
@@ -66,6 +69,13 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _mebibytes(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1024:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1024 MiB, not {text}")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
     from kinitiras_py.base import logs
     from kinitiras_py.registration.builder import Registration
@@ -91,6 +101,7 @@ def _serve(args: argparse.Namespace) -> int:
                            check_interval=args.cert_check_interval, poll_interval=args.cert_poll_interval),
         register=not args.no_register, label_namespaces=args.label_excluded_namespaces,
         kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
+        cel_results_bytes=int(args.cel_results_mib * 1024 * 1024),
     )
     asyncio.run(running.run(settings))
     return 0

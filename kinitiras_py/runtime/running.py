@@ -15,6 +15,7 @@ from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.status import StatusWriter
 from kinitiras_py.cluster.store import InformerStore
 from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import RuleFailure
 from kinitiras_py.refs.http import AiohttpClient
 from kinitiras_py.registration.coverage import CoverageGate
@@ -47,6 +48,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     # With registration, requests see a policy only once the webhook rules cover it (CoverageGate).
     gate = CoverageGate(watch, on_in_force=lambda p: status.on_change(p.kind, p.namespace or None, p.name, p, None))
     indexes: CoverageGate | PolicyWatch = gate if settings.register else watch
+    celmemo.configure(settings.cel_results_bytes)
     pipeline = Pipeline(indexes.overrides, indexes.validations, store, http, lookup_timeout=settings.lookup_timeout)
     cert_dir = settings.server.cert_dir
 

@@ -35,3 +35,5 @@ class Settings:
     kubeconfig: str | None = None
     lookup_timeout: float = 2.3
     """Below the deadline, so an overrunning lookup is decided by the rule's failurePolicy."""
+    cel_results_bytes: int = 4 * 1024 * 1024
+    """Memory for CEL results remembered by the parts of the object a rule read (0: none)."""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, Verdict
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -41,6 +44,7 @@ class Metrics:
         self.informer_synced = Gauge("kinitiras_informer_synced", "1 when the informer for a kind has synced",
                                      ["kind"], registry=r)
         self.policies = Gauge("kinitiras_policies", "Policies in the index by kind", ["kind"], registry=r)
+        r.register(_CelResults())
         self._children: dict[tuple[str, tuple[str, ...]], Any] = {}
         self._policies: dict[PolicyId, tuple[Any, Any, Any]] = {}
 
@@ -91,3 +95,18 @@ class Metrics:
     def render(self) -> bytes:
         """The text exposition of every metric."""
         return generate_latest(self.registry)
+
+
+class _CelResults:
+    """The CEL result cache's counters (:mod:`.celmemo`), read when scraped."""
+
+    def collect(self) -> Iterator[Metric]:
+        results = celmemo.RESULTS
+        yield CounterMetricFamily("kinitiras_cel_results_looked_up", "CEL evaluations answered from the result cache",
+                                  value=results.hits)
+        yield CounterMetricFamily("kinitiras_cel_results_evaluated",
+                                  "CEL evaluations the result cache could have answered but had no entry for",
+                                  value=results.misses)
+        yield GaugeMetricFamily("kinitiras_cel_results_bytes", "Memory held by the CEL result cache",
+                                value=results.size)
+

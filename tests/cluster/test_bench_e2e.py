@@ -17,10 +17,11 @@ pytestmark = pytest.mark.cluster
 def test_e2e_bench_runs_every_set_up_and_prints_the_ratios(cluster: Cluster,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--e2e", "--kubeconfig", cluster.kubeconfig, "--total", "8", "--matching", "1,3",
-                 "--pods", "6", "--concurrency", "1,3", "--runs", "1", "-o", "json"]) == 0
+                 "--pods", "6", "--concurrency", "1,3", "--runs", "1", "--uncached", "-o", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["e2e"]
     assert [(r["setup"], r["concurrency"]) for r in rows] == [
-        (setup, c) for setup in ("no webhook", "floor", "ours 1/8", "ours 3/8") for c in (1, 3)]
+        (setup, c) for setup in ("no webhook", "floor", "ours 1/8", "ours 3/8", "ours 1/8 uncached",
+                                 "ours 3/8 uncached") for c in (1, 3)]
     for row in rows:
         assert row["pods"] == 6 and row["errors"] == 0
         assert row["p50"] <= row["p90"] <= row["p99"] and row["rate"] > 0 and 0 < row["load_cpu"] <= row["load_busy"]

@@ -61,7 +61,7 @@ from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_option
 
 from kinitiras_py.base.errors import CelCompileError, CelEvalError
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import bounds, celbridge, celcheck, celext, celreads, cost
+from kinitiras_py.engine.evaluation import bounds, celbridge, celcheck, celext, celmemo, celreads, celvalues, cost
 
 if TYPE_CHECKING:
     from kinitiras_py.engine.evaluation.celbindings import Bindings
@@ -78,7 +78,6 @@ INLINE_COST = 1_000_000
 INLINE_BYTES = 64 * 1024
 """Objects above this make programs that could cost more than INLINE_COST run in a worker thread."""
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # absl status decorations around cel-cpp messages: "INVALID_ARGUMENT: ... [INVALID_ARGUMENT]".
 _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
 _STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]$")
@@ -174,16 +173,29 @@ class Program:
                 bounds.check_size(self.bound, bounds.longest(variables, paths), bounds.largest(variables, names))
             else:
                 bounds.check_size(self.bound, variables.longest(paths), variables.largest(names, self.bound.bytes))
+        if isinstance(variables, Mapping):
+            data = _projected(variables, self.reads)[0]
+            memo = celmemo.key(data) if celmemo.RESULTS.enabled else None
+        else:
+            memo = variables.key(self.reads)
+        if memo is not None:
+            found = celmemo.RESULTS.get(self.source, memo)
+            if found is not celmemo.MISSING:
+                return found
         bounds.start()
         try:
             if isinstance(variables, Mapping):
-                return _result(self._expression.eval(data=_prepare(_projected(variables, self.reads)[0])))
-            return _result(self._expression.eval(activation=variables.activation(self.reads)))
+                result = _result(self._expression.eval(data=_prepare(data)))
+            else:
+                result = _result(self._expression.eval(activation=variables.activation(self.reads)))
         except RuntimeError as e:  # some conversion failures raise instead of yielding an error value
             raise _eval_error(str(e)) from None
         finally:
             bounds.stop()
             celbridge.release()
+        if memo is not None:
+            celmemo.RESULTS.put(self.source, memo, result)
+        return result
 
 
 def _projected(variables: Mapping[str, JSON], reads: celreads.Reads | None
@@ -220,7 +232,7 @@ def _prepare(variables: Mapping[str, JSON]) -> dict[str, Any]:
     unknown = set(variables) - _KNOWN
     if unknown:
         raise ValueError(f"unknown CEL variables {sorted(unknown)}; expected some of {VARIABLES}")
-    return {name: _input(name, value) for name, value in variables.items()}
+    return {name: celvalues.to_input(name, value) for name, value in variables.items()}
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)
@@ -268,75 +280,6 @@ def check_syntax(source: str) -> str | None:
     return None
 
 
-class _NotJSON(Exception):
-    """A value that cannot cross the boundary; ``where`` is filled in while unwinding."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.where: list[str] = []
-
-    def error(self, root: str) -> CelEvalError:
-        return CelEvalError(f"{root}{''.join(reversed(self.where))}: {self.reason}")
-
-
-def _input(name: str, value: JSON) -> Any:
-    try:
-        return _to_cel(value)
-    except _NotJSON as e:
-        raise e.error(name) from None
-
-
-def _to_cel(value: JSON) -> Any:
-    """``value`` as cel-expr-python accepts it; the same object when no change is needed."""
-    if type(value) is dict or type(value) is list:
-        # Fast path: plain decoded JSON whose integers all fit 53 bits needs no change.
-        try:
-            orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER | orjson.OPT_PASSTHROUGH_SUBCLASS)
-            return value
-        except TypeError:
-            pass
-    return _to_cel_walk(value)
-
-
-def _to_cel_walk(value: JSON) -> Any:
-    kind = type(value)
-    if value is None or kind is str or kind is bool or kind is float:
-        return value
-    if kind is int:
-        if _INT64_MIN <= value <= _INT64_MAX:
-            return value
-        try:
-            return float(value)  # what the API server's JSON decoder does with such numbers
-        except OverflowError:
-            raise _NotJSON(f"integer {value} is too large for CEL") from None
-    if isinstance(value, dict):
-        out = None if kind is dict else dict(value)  # cel-expr-python refuses subclasses
-        for key, item in value.items():
-            try:
-                converted = _to_cel_walk(item)
-            except _NotJSON as e:
-                e.where.append(f".{key}")
-                raise
-            if converted is not item:
-                out = out if out is not None else dict(value)
-                out[key] = converted
-        return value if out is None else out
-    if isinstance(value, list | tuple):
-        out_list = None if kind is list else list(value)
-        for i, item in enumerate(value):
-            try:
-                converted = _to_cel_walk(item)
-            except _NotJSON as e:
-                e.where.append(f"[{i}]")
-                raise
-            if converted is not item:
-                out_list = out_list if out_list is not None else list(value)
-                out_list[i] = converted
-        return value if out_list is None else out_list
-    raise _NotJSON(f"a {kind.__name__} is not a JSON value")
-
-
 def _result(result: Any) -> JSON:
     """The JSON form of an evaluation result (a ``cel.Value``)."""
     if result.type() == cel.Type.ERROR:
@@ -353,76 +296,9 @@ def _result(result: Any) -> JSON:
         # an optional inside a map (which celcheck.optional_misuse should already have refused).
         # Results whose debug text shows either take the slow path.
         text = repr(result)
-        plain = _careful(result) if "null" in text or "optional." in text else result.plain_value()
-        if not _plain_json(plain):
-            _check_json(plain)
-    except _NotJSON as e:
+        plain = celvalues.careful(result) if "null" in text or "optional." in text else result.plain_value()
+        if not celvalues.plain_json(plain):
+            celvalues.check_json(plain)
+    except celvalues.NotJSON as e:
         raise e.error("result") from None
     return plain
-
-
-def _careful(value: Any) -> Any:
-    """Convert a ``cel.Value`` element by element, never asking cel-expr-python for a null."""
-    kind = value.type()
-    if kind == cel.Type.NULL:
-        return None
-    if kind == cel.Type.ERROR:  # inside a container this can only be an optional
-        raise _NotJSON("an optional value has no JSON form; unwrap it with .orValue(default)")
-    item = value.value()
-    if isinstance(item, list):
-        out = []
-        for i, element in enumerate(item):
-            try:
-                out.append(_careful(element))
-            except _NotJSON as e:
-                e.where.append(f"[{i}]")
-                raise
-        return out
-    if isinstance(item, dict):
-        result = {}
-        for key, element in item.items():
-            try:
-                result[key] = _careful(element)
-            except _NotJSON as e:
-                e.where.append(f".{key}")
-                raise
-        return result
-    return item
-
-
-_STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
-
-
-def _plain_json(value: Any) -> bool:
-    """Quick, at C speed: whether orjson takes ``value`` as JSON, timestamps, durations, bytes,
-    types and maps with keys other than strings refused. When not, :func:`_check_json` says why."""
-    try:
-        orjson.dumps(value, option=_STRICT)
-    except TypeError:
-        return False
-    return True
-
-
-def _check_json(value: Any) -> None:
-    """Raise :class:`_NotJSON` unless a CEL result (from ``plain_value()``) is plain JSON."""
-    if value is None or isinstance(value, str | bool | int | float):
-        return
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            try:
-                _check_json(item)
-            except _NotJSON as e:
-                e.where.append(f"[{i}]")
-                raise
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _NotJSON(f"map key {key!r} is not a string, which JSON requires")
-            try:
-                _check_json(item)
-            except _NotJSON as e:
-                e.where.append(f".{key}")
-                raise
-        return
-    raise _NotJSON(f"a {type(value).__name__} value has no JSON form; convert it with string()")

@@ -10,8 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import bounds, cel, celreads, costmodel
+from kinitiras_py.engine.evaluation import bounds, cel, celmemo, celreads, costmodel
 from kinitiras_py.engine.evaluation.costmodel import Path
+
+_UNSET = object()
 
 
 class Bindings:
@@ -28,7 +30,7 @@ class Bindings:
     def __init__(self, variables: Mapping[str, JSON]) -> None:
         self._variables = variables
         # Keyed by id(): reads are interned (compile_program) and long tuples hash slowly.
-        self._activations: dict[int, tuple[celreads.Reads | None, Any, dict[str, celreads.Taken]]] = {}
+        self._activations: dict[int, list[Any]] = {}  # see _entry
         self._sizes: dict[str, int] = {}
         self._estimated: dict[str, list[tuple[str, ...]]] = {}
         """Variables whose size is an upper bound: the paths changed since (:meth:`changed`)."""
@@ -68,15 +70,29 @@ class Bindings:
             entry = self._longest[id(paths)] = (paths, bounds.longest(self._variables, paths))
         return entry[1]
 
+    def key(self, reads: celreads.Reads | None = None) -> bytes | None:
+        """The parts ``reads`` of the variables as :mod:`.celmemo` keys them (None: not kept)."""
+        entry = self._entry(reads)
+        if entry[3] is _UNSET:
+            entry[3] = celmemo.key(entry[1]) if celmemo.RESULTS.enabled else None
+        return entry[3]
+
     def activation(self, reads: celreads.Reads | None = None) -> Any:
         """The cel-expr-python activation holding the parts ``reads`` of the variables, made on
         first use: a value that cannot be converted raises then, inside the evaluation, as it
         would without bindings."""
+        entry = self._entry(reads)
+        if entry[4] is None:
+            entry[4] = cel._env().Activation(data=cel._prepare(entry[1]))
+        return entry[4]
+
+    def _entry(self, reads: celreads.Reads | None) -> list[Any]:
+        """[reads, the parts read, where they depend on the variables, key, activation]."""
         entry = self._activations.get(id(reads))
         if entry is None or entry[0] is not reads:
             data, taken = cel._projected(self._variables, reads)
-            entry = self._activations[id(reads)] = (reads, cel._env().Activation(data=cel._prepare(data)), taken)
-        return entry[1]
+            entry = self._activations[id(reads)] = [reads, data, taken, _UNSET, None]
+        return entry
 
     def changed(self, name: str, value: JSON, paths: list[tuple[str, ...]]) -> Bindings:
         """These bindings with the variable ``name`` now ``value``, which differs from the old

@@ -92,10 +92,11 @@ def test_webhook_bench_refuses_a_setup_that_patches_nothing() -> None:
 
 def test_floor_bench_prints_every_server_beside_the_floor(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["bench", "--floor", "--total", "6", "--matching", "1,3", "--seconds", "0.3", "--rounds", "1"]
-    assert main([*args, "-o", "json"]) == 0
+    assert main([*args, "--uncached", "-o", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["floor"]
     assert [(r["name"], r["policies"], r["matching"]) for r in rows] == [
-        ("floor", 0, 0), ("ours 1/6", 6, 1), ("ours 3/6", 6, 3)]
+        ("floor", 0, 0), ("ours 1/6", 6, 1), ("ours 3/6", 6, 3), ("ours 1/6 uncached", 6, 1),
+        ("ours 3/6 uncached", 6, 3)]
     for row in rows:
         assert row["answered"] > 0 and row["errors"] == 0
         assert row["ratio"] > 0 and row["cpu_ratio"] > 0 and row["rss"] > 0

@@ -1,0 +1,127 @@
+"""Results of CEL programs remembered by the parts of their variables they read (bounded).
+
+Only :mod:`.cel` and :mod:`.celbindings` use this. A program's result depends on nothing but
+the parts of its variables it reads (:mod:`.celreads`): CEL is deterministic and every function
+of our library is pure. Pods made from one template (a Deployment's replicas, a Job's) show the
+same parts to the same programs, so the second and later Pods look the result up instead of
+evaluating it again. The stored CEL still decides every result: an entry is what that program
+returned for exactly those parts.
+
+An entry is keyed by the program's source and the JSON of the parts it read, and holds the
+result's JSON, decoded afresh for each hit so that no two requests share a value. Only
+successful evaluations are kept. The cache is bounded in bytes (oldest entries leave first) and
+can be switched off (:func:`configure`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+from kinitiras_py.base.typedefs import JSON
+
+DEFAULT_BYTES: Final = 8 * 1024 * 1024
+MAX_ENTRY_BYTES: Final = 16 * 1024
+"""Larger inputs or results are not kept: their evaluation dwarfs the look-up anyway."""
+_OVERHEAD: Final = 200
+"""Bytes an entry costs beyond its key and result (dict slot, tuple, bytes headers)."""
+MISSING: Final = object()
+"""What :meth:`Results.get` returns when it has no entry."""
+
+
+class Results:
+    """A bounded map (program source, parts read) → result; safe to share between threads."""
+
+    def __init__(self, max_bytes: int = DEFAULT_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.hits = 0
+        self.misses = 0
+        self._entries: dict[tuple[str, bytes], bytes] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether results are kept at all."""
+        return self.max_bytes > 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def size(self) -> int:
+        """The bytes held, as counted against :attr:`max_bytes`."""
+        return self._bytes
+
+    def get(self, source: str, key: bytes) -> Any:
+        """The result ``source`` gave for the parts ``key`` (a fresh copy), or :data:`MISSING`."""
+        blob = self._entries.get((source, key))
+        if blob is None:
+            self.misses += 1
+            return MISSING
+        self.hits += 1
+        return orjson.loads(blob)
+
+    def put(self, source: str, key: bytes, result: JSON) -> None:
+        """Remember that ``source`` gave ``result`` for the parts ``key``."""
+        blob = _exact_json(result)
+        if blob is None:
+            return
+        cost = len(key) + len(blob) + _OVERHEAD
+        if len(key) > MAX_ENTRY_BYTES or len(blob) > MAX_ENTRY_BYTES or cost > self.max_bytes:
+            return
+        with self._lock:
+            if (source, key) in self._entries:
+                return
+            self._entries[(source, key)] = blob
+            self._bytes += cost
+            while self._bytes > self.max_bytes:
+                oldest = next(iter(self._entries))
+                old = self._entries.pop(oldest)
+                self._bytes -= len(oldest[1]) + len(old) + _OVERHEAD
+
+    def clear(self) -> None:
+        """Forget every entry (the counters stay)."""
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+def key(data: Mapping[str, JSON]) -> bytes | None:
+    """The key of the parts ``data`` (variable name → the part of it a program reads); None
+    when they cannot be told apart by their JSON (see :func:`_exact_json`)."""
+    return _exact_json(data)
+
+
+def _exact_json(value: Any) -> bytes | None:
+    """``value``'s JSON, when it says exactly what ``value`` is; else None.
+
+    orjson writes NaN and the infinities as ``null`` (and refuses integers beyond 64 bits):
+    such a value must never share a key or a result with a null. Nulls are rare in what programs
+    read, so only then is every float checked, by the standard encoder, which refuses them.
+    """
+    try:
+        blob = orjson.dumps(value)
+    except TypeError:
+        return None
+    if b"null" in blob:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            return None
+    return blob
+
+
+RESULTS = Results()
+"""The process's cache, used by every program."""
+
+
+def configure(max_bytes: int) -> None:
+    """Keep at most ``max_bytes`` of results (0: none); entries and counters start afresh."""
+    RESULTS.clear()
+    RESULTS.max_bytes = max_bytes
+    RESULTS.hits = RESULTS.misses = 0

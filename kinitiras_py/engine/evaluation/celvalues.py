@@ -1,0 +1,157 @@
+"""JSON values into and out of cel-expr-python (a workaround module).
+
+Only :mod:`.cel` uses this. Inputs: an integer outside the int64 range becomes a float, as the
+API server's own JSON decoding does; one too large for a float, or a value of any other type,
+is refused with where it lies. Results: ``plain_value()`` is trusted only where it is safe (see
+:func:`careful`), and anything without a JSON form is refused with where it lies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from cel_expr_python import cel
+
+from kinitiras_py.base.errors import CelEvalError
+from kinitiras_py.base.typedefs import JSON
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class NotJSON(Exception):
+    """A value that cannot cross the boundary; ``where`` is filled in while unwinding."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.where: list[str] = []
+
+    def error(self, root: str) -> CelEvalError:
+        """The evaluation error, naming where under ``root`` the value lies."""
+        return CelEvalError(f"{root}{''.join(reversed(self.where))}: {self.reason}")
+
+
+def to_input(name: str, value: JSON) -> Any:
+    """The variable ``name`` as cel-expr-python accepts it; :class:`CelEvalError` naming where not."""
+    try:
+        return to_cel(value)
+    except NotJSON as e:
+        raise e.error(name) from None
+
+
+def to_cel(value: JSON) -> Any:
+    """``value`` as cel-expr-python accepts it; the same object when no change is needed."""
+    if type(value) is dict or type(value) is list:
+        # Fast path: plain decoded JSON whose integers all fit 53 bits needs no change.
+        try:
+            orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER | orjson.OPT_PASSTHROUGH_SUBCLASS)
+            return value
+        except TypeError:
+            pass
+    return _to_cel_walk(value)
+
+
+def _to_cel_walk(value: JSON) -> Any:
+    kind = type(value)
+    if value is None or kind is str or kind is bool or kind is float:
+        return value
+    if kind is int:
+        if _INT64_MIN <= value <= _INT64_MAX:
+            return value
+        try:
+            return float(value)  # what the API server's JSON decoder does with such numbers
+        except OverflowError:
+            raise NotJSON(f"integer {value} is too large for CEL") from None
+    if isinstance(value, dict):
+        out = None if kind is dict else dict(value)  # cel-expr-python refuses subclasses
+        for key, item in value.items():
+            try:
+                converted = _to_cel_walk(item)
+            except NotJSON as e:
+                e.where.append(f".{key}")
+                raise
+            if converted is not item:
+                out = out if out is not None else dict(value)
+                out[key] = converted
+        return value if out is None else out
+    if isinstance(value, list | tuple):
+        out_list = None if kind is list else list(value)
+        for i, item in enumerate(value):
+            try:
+                converted = _to_cel_walk(item)
+            except NotJSON as e:
+                e.where.append(f"[{i}]")
+                raise
+            if converted is not item:
+                out_list = out_list if out_list is not None else list(value)
+                out_list[i] = converted
+        return value if out_list is None else out_list
+    raise NotJSON(f"a {kind.__name__} is not a JSON value")
+
+
+def careful(value: Any) -> Any:
+    """Convert a ``cel.Value`` element by element, never asking cel-expr-python for a null."""
+    kind = value.type()
+    if kind == cel.Type.NULL:
+        return None
+    if kind == cel.Type.ERROR:  # inside a container this can only be an optional
+        raise NotJSON("an optional value has no JSON form; unwrap it with .orValue(default)")
+    item = value.value()
+    if isinstance(item, list):
+        out = []
+        for i, element in enumerate(item):
+            try:
+                out.append(careful(element))
+            except NotJSON as e:
+                e.where.append(f"[{i}]")
+                raise
+        return out
+    if isinstance(item, dict):
+        result = {}
+        for key, element in item.items():
+            try:
+                result[key] = careful(element)
+            except NotJSON as e:
+                e.where.append(f".{key}")
+                raise
+        return result
+    return item
+
+
+_STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def plain_json(value: Any) -> bool:
+    """Quick, at C speed: whether orjson takes ``value`` as JSON, timestamps, durations, bytes,
+    types and maps with keys other than strings refused. When not, :func:`check_json` says why."""
+    try:
+        orjson.dumps(value, option=_STRICT)
+    except TypeError:
+        return False
+    return True
+
+
+def check_json(value: Any) -> None:
+    """Raise :class:`NotJSON` unless a CEL result (from ``plain_value()``) is plain JSON."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            try:
+                check_json(item)
+            except NotJSON as e:
+                e.where.append(f"[{i}]")
+                raise
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotJSON(f"map key {key!r} is not a string, which JSON requires")
+            try:
+                check_json(item)
+            except NotJSON as e:
+                e.where.append(f".{key}")
+                raise
+        return
+    raise NotJSON(f"a {type(value).__name__} value has no JSON form; convert it with string()")
