@@ -6,6 +6,8 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from kinitiras_py.engine.evaluation import celmemo
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``serve`` command."""
@@ -21,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="host:port for plain-HTTP /metrics; empty serves it on the webhook port")
     p.add_argument("--deadline", type=_positive_seconds, default=2.5,
                    help="answer within this many seconds (below the webhook timeout, default %(default)s)")
-    p.add_argument("--cel-results-mib", type=_mebibytes, default=4.0,
+    p.add_argument("--cel-results-mib", type=_mebibytes, default=celmemo.DEFAULT_BYTES / 2**20,
                    help="memory for CEL results remembered by the parts of an object a rule reads, so Pods of "
                         "one template are evaluated once (0 switches it off; default %(default)s)")
     p.add_argument("--mutating-config", default="kinitiras-py", help="MutatingWebhookConfiguration name")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.registration.builder import Registration
 from kinitiras_py.runtime.certificates import CertSettings
 
@@ -35,5 +36,5 @@ class Settings:
     kubeconfig: str | None = None
     lookup_timeout: float = 2.3
     """Below the deadline, so an overrunning lookup is decided by the rule's failurePolicy."""
-    cel_results_bytes: int = 4 * 1024 * 1024
+    cel_results_bytes: int = celmemo.DEFAULT_BYTES
     """Memory for CEL results remembered by the parts of the object a rule read (0: none)."""

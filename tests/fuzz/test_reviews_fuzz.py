@@ -11,7 +11,9 @@ another content type. Invariants, for every answer:
 * ``response.uid`` is the request's uid whenever that was a string;
 * no 500: every input here is an expected class (bad requests are 400s, policies' verdicts 403);
 * a ``patch`` is base64 of a JSON patch (``patchType: JSONPatch``) that applies to the object;
-* the answer comes within the deadline, and /healthz probes sent meanwhile answer within it too.
+* the answer comes within the deadline, and /healthz probes sent meanwhile answer within it too;
+* a review answered again, its CEL results now looked up (:mod:`celmemo`), and once more with
+  the result cache off, gets the same answer.
 
 The profile (``ci`` or ``long``) comes from tests/fuzz/conftest.py.
 """
@@ -34,6 +36,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.webhook.app import make_app
 from kinitiras_py.webhook.codec import API_VERSIONS
 from tests.functional.test_webhook import DENY_NS, OVERSELL, WARN_CM, make_handlers
@@ -312,3 +315,19 @@ def test_undamaged_reviews_are_served(app: App, base: dict[str, Any], path: str)
     status, answer = app.post(path, orjson.dumps(base))
     check_answer(status, answer, base)
     assert "status" not in answer["response"] or answer["response"]["status"]["code"] == 403
+
+
+@given(base=st.sampled_from(BASES), changes=CHANGES, path=st.sampled_from(["/mutate", "/validate"]))
+def test_remembered_results_change_no_answer(app: App, base: dict[str, Any], changes: list[Change],
+                                             path: str) -> None:
+    doc: Any = copy.deepcopy(base)
+    for change in changes:
+        doc = _apply(doc, change)
+    body = encode(doc)
+    celmemo.configure(celmemo.DEFAULT_BYTES)
+    answers = [app.post(path, body) for _ in range(2)]
+    celmemo.configure(0)
+    answers.append(app.post(path, body))
+    assert answers[0] == answers[1] == answers[2]
+    check_answer(*answers[0], parsed(body))
+
