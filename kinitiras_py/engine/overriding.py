@@ -99,7 +99,8 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
 def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, variables: dict[str, Any],
            params: Mapping[RuleKey, Obj] | None = None,
            lookup_errors: Mapping[RuleKey, str] | None = None,
-           programs: Mapping[RuleKey, Program] | None = None, features: int | None = None) -> Mutation:
+           programs: Mapping[RuleKey, Program] | None = None, features: int | None = None,
+           sizes: Mapping[str, int] | None = None) -> Mutation:
     """Apply every matching rule to ``obj``; return the final object and the patch.
 
     ``obj`` is not modified; the final object shares the parts no rule changed with it, so
@@ -109,6 +110,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     A rule that denies (a sidecar's checks, two sidecars of one group) denies whatever its
     failurePolicy. ``features``, when given, holds the :func:`.selection.policy_features` bits
     of the matched policies: sidecar and inject rules are looked for only when they are set.
+    ``sizes``, when given, bounds the serialized bytes of ``obj`` (as ``object``) and of
+    ``oldObject`` (:class:`.celbindings.Bindings`).
     """
     params = params or {}
     lookup_errors = lookup_errors or {}
@@ -124,6 +127,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     # The working object converted for CEL, shared by rules without parameters; a change keeps
     # the conversions of the parts it did not touch (Bindings.changed).
     bound: Bindings | None = None
+    sizes = sizes or {}
+    old_size = {name: size for name, size in sizes.items() if name != "object"}
     # A rule whose conditions or references failed is decided by its failurePolicy, below, like any other.
     injecting = features is None or bool(features & selection.INJECTS)
     injects = [(policy, rule) for policy, rule in matches
@@ -132,7 +137,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
         if injecting and rule.inject is not None and (policy.ref, rule.index) not in lookup_errors:
             if injects:  # every inject rule runs at the place of the first one, together
                 if bound is None:
-                    bound = Bindings({**variables, "object": working, "params": {}})
+                    bound = _bindings(variables, working, sizes if working is obj else old_size)
                 refused, injected = _inject(injects, working, bound, mutation, log)
                 if refused is not None:
                     return Mutation(object=obj, failure=refused, warnings=mutation.warnings,
@@ -149,7 +154,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
         if reason is None:
             own = params.get(key)
             if not own and bound is None:
-                bound = Bindings({**variables, "object": working, "params": {}})
+                bound = _bindings(variables, working, sizes if working is obj else old_size)
             try:
                 trial = apply_rule(working, rule, policy, {**variables, "params": own or {}}, None if own else bound,
                                    programs.get(key))
@@ -181,6 +186,11 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     mutation.object = working
     mutation.patch = log.patch(obj, working)
     return mutation
+
+
+def _bindings(variables: dict[str, Any], working: Obj, sizes: Mapping[str, int]) -> Bindings:
+    """The variables with ``working`` as the object, for rules without parameters of their own."""
+    return Bindings({**variables, "object": working, "params": {}}, sizes)
 
 
 def _inject(rules: list[tuple[CompiledPolicy, OverrideRule]], working: Obj, bound: Bindings, mutation: Mutation,

@@ -95,18 +95,26 @@ def decode(body: bytes) -> Review:
         raise ReviewError(f"the {operation} request carries no object")
     if operation == "UPDATE" and not isinstance(old, dict):
         raise ReviewError("the UPDATE request carries no oldObject")
-    shape.check_request(req)
+    sizes = shape.check_request(req)
+    if operation == "DELETE":
+        sizes = {"object": sizes["oldObject"]} if "oldObject" in sizes else {}
     namespace = req.get("namespace") or ""
     if namespace:
         # Objects created by controllers (e.g. Pods from a ReplicaSet) can arrive without
         # metadata.namespace; selection and namespaced policies need it. Filling it in on the
         # received object too keeps it out of the response patch.
-        obj, old = _with_namespace(obj, namespace), _with_namespace(old, namespace)
+        filled = {"object": _with_namespace(obj, namespace), "oldObject": _with_namespace(old, namespace)}
+        # A filled-in object's size stays an upper bound: at most `,"namespace":"..."` more.
+        grown = len(orjson.dumps(namespace)) + len(',"namespace":')
+        sizes = {name: size + (grown if filled[name] is not (obj if name == "object" else old) else 0)
+                 for name, size in sizes.items()}
+        obj, old = filled["object"], filled["oldObject"]
     user_info = req.get("userInfo")
     user: Obj = user_info if isinstance(user_info, dict) else {}
     request = Request(operation=operation, object=obj if isinstance(obj, dict) else {},
                       old_object=old if isinstance(old, dict) else None,
-                      namespace=namespace, user_info=user, dry_run=req.get("dryRun") is True, size=len(body))
+                      namespace=namespace, user_info=user, dry_run=req.get("dryRun") is True, size=len(body),
+                      sizes=sizes)
     return Review(api_version=str(api_version), uid=uid, request=request, raw=req)
 
 

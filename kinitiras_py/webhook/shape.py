@@ -75,8 +75,10 @@ def _strings_list(value: object, path: str) -> None:
             raise _fail(f"{path}[{i}]", "a string", item)
 
 
-def check_request(req: Obj) -> None:
-    """Raise ReviewError naming the first field of ``request`` with the wrong type."""
+def check_request(req: Obj) -> dict[str, int]:
+    """Raise ReviewError naming the first field of ``request`` with the wrong type; else the
+    serialized bytes of ``object`` and ``oldObject`` (those present and plain JSON), measured
+    by the depth check anyway."""
     for key in _STRINGS:
         _string(req, key, "request")
     for key, fields in _GVKS.items():
@@ -95,15 +97,20 @@ def check_request(req: Obj) -> None:
         for key, values in (extra or {}).items():
             _strings_list(values, f"request.userInfo.extra[{key!r}]")
     _object(req.get("options"), "request.options")
+    sizes: dict[str, int] = {}
     for key in ("object", "oldObject"):
-        check_object(req.get(key), f"request.{key}")
+        size = check_object(req.get(key), f"request.{key}")
+        if size is not None:
+            sizes[key] = size
+    return sizes
 
 
-def check_object(value: object, path: str) -> None:
-    """Raise ReviewError when ``value`` (None is fine) is not a Kubernetes object the engine can read."""
+def check_object(value: object, path: str) -> int | None:
+    """Raise ReviewError when ``value`` (None is fine) is not a Kubernetes object the engine can
+    read; else its serialized bytes (None: absent, or not plain JSON)."""
     obj = _object(value, path)
     if obj is None:
-        return
+        return None
     _string(obj, "apiVersion", path)
     _string(obj, "kind", path)
     meta = _object(obj.get("metadata"), f"{path}.metadata")
@@ -125,10 +132,12 @@ def check_object(value: object, path: str) -> None:
             controller = owner.get("controller")
             if controller is not None and not isinstance(controller, bool):
                 raise _fail(f"{where}.controller", "a bool", controller)
-    too_deep = _deeper_than(obj, MAX_DEPTH) if _too_deep(obj) else None
+    size = _measured(obj)
+    too_deep = _deeper_than(obj, MAX_DEPTH) if size is _DEEP else None
     if too_deep is not None:
         shown = "".join(too_deep[:8]) + ("..." if len(too_deep) > 8 else "")
         raise ReviewError(f"{path} is nested deeper than {MAX_DEPTH} levels (at {path}{shown})")
+    return size if type(size) is int else None
 
 
 def _children(value: object) -> Iterator[tuple[str, object]]:
@@ -160,20 +169,24 @@ _WRAPPERS = _orjson_depth() - MAX_DEPTH - 1
 MAX_DEPTH levels (the object itself is one more)."""
 
 
-def _too_deep(obj: Obj) -> bool:
-    """Whether containers nest more than MAX_DEPTH levels below ``obj``: orjson, which refuses
-    to serialise past its own depth limit, tells at C speed (8 µs for a Pod, 65 µs in Python);
-    a value it refuses for another reason (an integer beyond 64 bits) is measured in Python."""
+_DEEP: Any = object()
+
+
+def _measured(obj: Obj) -> int | Any | None:
+    """:data:`_DEEP` when containers nest more than MAX_DEPTH levels below ``obj``, else its
+    serialized bytes (None when orjson refuses it for another reason: an integer beyond 64 bits).
+    orjson, which refuses to serialise past its own depth limit, tells at C speed (8 µs for a
+    Pod, 65 µs in Python) and measures the object on the way; what it refuses for another
+    reason is measured in Python."""
     wrapped: Any = obj
     for _ in range(_WRAPPERS):
         wrapped = [wrapped]
     try:
-        orjson.dumps(wrapped)
+        return len(orjson.dumps(wrapped)) - 2 * _WRAPPERS
     except orjson.JSONEncodeError as e:
         if "Recursion limit" in str(e):
-            return True
-        return _exceeds(obj, MAX_DEPTH)
-    return False
+            return _DEEP
+        return _DEEP if _exceeds(obj, MAX_DEPTH) else None
 
 
 def _exceeds(root: Obj, limit: int) -> bool:

@@ -27,12 +27,13 @@ class Bindings:
 
     __slots__ = ("_activations", "_estimated", "_longest", "_sizes", "_variables")
 
-    def __init__(self, variables: Mapping[str, JSON]) -> None:
+    def __init__(self, variables: Mapping[str, JSON], sizes: Mapping[str, int] | None = None) -> None:
+        """``sizes``, when given: at most how many bytes some of the variables serialize to."""
         self._variables = variables
         # Keyed by id(): reads are interned (compile_program) and long tuples hash slowly.
         self._activations: dict[int, list[Any]] = {}  # see _entry
-        self._sizes: dict[str, int] = {}
-        self._estimated: dict[str, list[tuple[str, ...]]] = {}
+        self._sizes: dict[str, int] = dict(sizes) if sizes else {}
+        self._estimated: dict[str, list[tuple[str, ...]]] = {name: [] for name in self._sizes}
         """Variables whose size is an upper bound: the paths changed since (:meth:`changed`)."""
         self._longest: dict[int, tuple[tuple[Path, ...], tuple[int, str]]] = {}  # by id() of the paths
 

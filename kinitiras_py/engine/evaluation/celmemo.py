@@ -24,7 +24,7 @@ import orjson
 
 from kinitiras_py.base.typedefs import JSON
 
-DEFAULT_BYTES: Final = 4 * 1024 * 1024
+DEFAULT_BYTES: Final = 1024 * 1024
 """What `serve` keeps unless told otherwise (``--cel-results-mib``)."""
 MAX_ENTRY_BYTES: Final = 16 * 1024
 """Larger inputs or results are not kept: their evaluation dwarfs the look-up anyway."""

@@ -176,6 +176,18 @@ def test_a_changed_variable_is_measured_again_only_when_its_bound_may_not_hold()
     assert later.largest(("object",), within=10**6) == exact  # and exact from then on
 
 
+def test_sizes_given_are_upper_bounds_measured_only_when_they_matter(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kinitiras_py.engine.evaluation import bounds
+
+    measured: list[tuple[str, ...]] = []
+    real = bounds.largest
+    monkeypatch.setattr(bounds, "largest", lambda v, names: measured.append(names) or real(v, names))
+    exact = len(orjson.dumps(POD))
+    given = Bindings({"object": POD}, {"object": exact + 20})
+    assert given.largest(("object",), within=exact + 20) == exact + 20 and measured == []
+    assert given.largest(("object",), within=exact) == exact and measured == [("object",)]
+
+
 def test_an_upper_bound_is_measured_when_it_exceeds_a_later_bound() -> None:
     bound = Bindings({"object": POD})
     bound.largest(("object",))

@@ -49,6 +49,27 @@ def test_well_typed_optional_fields_and_nulls_are_accepted() -> None:
     assert decoded.request.size == len(body)  # what decides whether a dear rule leaves the event loop
 
 
+@pytest.mark.parametrize(("operation", "namespace", "meta"), [
+    ("CREATE", "team", {}), ("CREATE", "team", {"name": "a", "namespace": ""}), ("CREATE", "", {"name": "a"}),
+    ("UPDATE", "team", {"name": "a", "namespace": "team"}), ("DELETE", "team", {"name": "a"}),
+])
+def test_the_objects_are_measured_for_the_rules_size_bounds(operation: str, namespace: str,
+                                                           meta: dict[str, Any]) -> None:
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"x": "é" * 10, "n": [1, 2.5]}}
+    fields: dict[str, Any] = {"operation": operation, "namespace": namespace}
+    if operation == "DELETE":
+        fields.update(object=None, oldObject=obj)
+    else:
+        fields.update(object=obj, oldObject={**obj, "spec": {}} if operation == "UPDATE" else None)
+    request = codec.decode(review(**fields)).request
+    exact = {"object": request.object, "oldObject": request.old_object}
+    assert set(request.sizes) == {name for name, value in exact.items() if value is not None}
+    filled = bool(namespace) and not meta.get("namespace")  # then the sizes are upper bounds
+    for name, size in request.sizes.items():
+        measured = len(orjson.dumps(exact[name]))
+        assert measured <= size <= measured + 32 if filled else size == measured
+
+
 def test_depth_is_counted_below_the_object_and_the_path_is_shown() -> None:
     deep: Any = "leaf"
     for _ in range(shape.MAX_DEPTH):
@@ -66,8 +87,11 @@ def test_the_fast_depth_check_agrees_with_the_exact_one(levels: int, big_int: bo
     deep: Any = {"n": 2**70} if big_int else {}  # orjson refuses such an integer: measured in Python then
     for i in range(levels):
         deep = {"a": deep} if i % 2 else [deep]
-    assert shape._too_deep({"spec": deep}) is shape._exceeds({"spec": deep}, shape.MAX_DEPTH)
-    assert shape._too_deep({"spec": deep}) is (levels + 1 > shape.MAX_DEPTH)
+    measured = shape._measured({"spec": deep})
+    assert (measured is shape._DEEP) is shape._exceeds({"spec": deep}, shape.MAX_DEPTH)
+    assert (measured is shape._DEEP) is (levels + 1 > shape.MAX_DEPTH)
+    if measured is not shape._DEEP:  # measured on the way, unless orjson refused the integer
+        assert measured == (None if big_int else len(orjson.dumps({"spec": deep})))
 
 
 def test_peek_uid_reads_only_string_uids_and_our_api_versions() -> None:
