@@ -30,7 +30,7 @@ test: install ## run every test, the local control plane included
 unit: install ## run only the tests that need no cluster (seconds)
 	$(PYTHON) -m pytest -q -m "not cluster"
 
-bench: install ## ratio benchmarks: engine, webhook beside the floor, Pod CREATEs through the API server (~10 min)
+bench: install ## ratio benchmarks: engine, webhook beside the floor, Pod CREATEs through the API server (~20 min)
 	PYTHON=$(PYTHON) bash hack/bench-ratios.sh
 
 lint: install ## ruff and mypy

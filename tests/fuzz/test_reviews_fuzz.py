@@ -289,13 +289,18 @@ def check_answer(status: int, answer: Any, sent: Any) -> None:
         jsonpatch.apply_patch(target, patch)  # raises when an op does not apply
 
 
-@given(base=st.sampled_from(BASES), changes=CHANGES, path=st.sampled_from(["/mutate", "/validate"]))
-def test_damaged_reviews_get_well_formed_answers(app: App, base: dict[str, Any], changes: list[Change],
-                                                 path: str) -> None:
+def damaged(base: dict[str, Any], changes: list[Change]) -> bytes:
+    """``base`` with ``changes`` applied, encoded."""
     doc: Any = copy.deepcopy(base)
     for change in changes:
         doc = _apply(doc, change)
-    body = encode(doc)
+    return encode(doc)
+
+
+@given(base=st.sampled_from(BASES), changes=CHANGES, path=st.sampled_from(["/mutate", "/validate"]))
+def test_damaged_reviews_get_well_formed_answers(app: App, base: dict[str, Any], changes: list[Change],
+                                                 path: str) -> None:
+    body = damaged(base, changes)
     status, answer = app.post(path, body)
     check_answer(status, answer, parsed(body))
 
@@ -320,10 +325,7 @@ def test_undamaged_reviews_are_served(app: App, base: dict[str, Any], path: str)
 @given(base=st.sampled_from(BASES), changes=CHANGES, path=st.sampled_from(["/mutate", "/validate"]))
 def test_remembered_results_change_no_answer(app: App, base: dict[str, Any], changes: list[Change],
                                              path: str) -> None:
-    doc: Any = copy.deepcopy(base)
-    for change in changes:
-        doc = _apply(doc, change)
-    body = encode(doc)
+    body = damaged(base, changes)
     celmemo.configure(celmemo.DEFAULT_BYTES)
     answers = [app.post(path, body) for _ in range(2)]
     celmemo.configure(0)
