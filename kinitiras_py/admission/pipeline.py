@@ -87,9 +87,11 @@ class Pipeline:
                 errors[key] = str(e)
         return params, errors
 
-    async def _variables(self, request: Request, obj: Obj) -> dict[str, Any]:
+    async def _variables(self, request: Request, obj: Obj, features: int) -> dict[str, Any]:
+        """What CEL rules see; the Namespace is looked up only when a matched rule may read it."""
+        namespace = await self._namespace_object(request) if features & selection.NAMESPACE else None
         return {"object": obj, "oldObject": request.old_object, "request": request.cel_request(),
-                "namespaceObject": await self._namespace_object(request)}
+                "namespaceObject": namespace}
 
     async def _namespace_object(self, request: Request) -> Obj | None:
         # Rules may look at the object's Namespace (its labels, typically); a failed lookup is null.
@@ -170,7 +172,7 @@ class Pipeline:
         if not matches:
             return Mutation(object=obj)
         features = self.overrides.features(matches)
-        variables = await self._variables(request, obj)
+        variables = await self._variables(request, obj, features)
         failed: dict[tuple[str, int], str] = {}
         shared: dict[str, dict[str, JSON]] = {}
         if features & selection.CONDITIONS:
@@ -212,7 +214,7 @@ class Pipeline:
         if not matches:
             return Verdict()
         features = self.validations.features(matches)
-        variables = await self._variables(request, obj)
+        variables = await self._variables(request, obj, features)
         failed: dict[tuple[str, int], str] = {}
         policy_params: dict[str, dict[str, JSON]] = {}
         if features & selection.CONDITIONS:

@@ -46,12 +46,16 @@ JAVASCRIPT = 4
 """A JavaScript rule (scripts share the request's deadline)."""
 INJECTS = 8
 """An inject rule."""
+NAMESPACE = 16
+"""A condition or rule that may read ``namespaceObject`` (the request's Namespace is then looked
+up): CEL that reads it (or may read anything), and every sidecar and JavaScript rule."""
 
 
 def policy_features(policy: CompiledPolicy) -> int:
-    """The :data:`CONDITIONS`, :data:`SIDECARS`, :data:`JAVASCRIPT` and :data:`INJECTS` bits
-    ``policy`` uses."""
+    """The :data:`CONDITIONS`, :data:`SIDECARS`, :data:`JAVASCRIPT`, :data:`INJECTS` and
+    :data:`NAMESPACE` bits ``policy`` uses."""
     bits = CONDITIONS if policy.conditions is not None or policy.refs else 0
+    programs = [policy.conditions]
     for rule in policy.rules:
         if getattr(rule, "sidecar", None) is not None:
             bits |= SIDECARS
@@ -59,7 +63,15 @@ def policy_features(policy: CompiledPolicy) -> int:
             bits |= JAVASCRIPT
         if getattr(rule, "inject", None) is not None:
             bits |= INJECTS
+        programs += [rule.rendered, rule.cel, *(made[0] for made in getattr(rule, "fanout", {}).values())]
+    if bits & (SIDECARS | JAVASCRIPT) or any(_reads_namespace(p) for p in programs if p is not None):
+        bits |= NAMESPACE
     return bits
+
+
+def _reads_namespace(program: Any) -> bool:
+    reads = program.reads
+    return reads is None or any(name == "namespaceObject" for name, _ in reads)
 
 
 def object_group(obj: Obj) -> str:

@@ -19,13 +19,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import fcntl
 import os
 import signal
+import struct
+import termios
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -59,6 +63,8 @@ is answered within milliseconds."""
 @dataclass(eq=False)
 class _Link:
     backend: int
+    client: Any = None
+    """The API server's socket: bytes it sent that the proxy has not read yet wait there."""
     waiting: bool = False
     """Client bytes went up and no answer came back yet."""
     last_up: float = 0.0
@@ -103,7 +109,10 @@ class Proxy:
         deadline = time.monotonic() + timeout
         while True:
             now = time.monotonic()
-            busy = any(link.backend == backend and link.waiting and now - link.last_up < WAITING_TOO_LONG
+            # A request on its way: forwarded and unanswered, or still in the API server's socket
+            # (sent, not yet read by this loop); the kill must fall between requests.
+            busy = any(link.backend == backend and ((link.waiting and now - link.last_up < WAITING_TOO_LONG)
+                                                    or _unread(link.client))
                        for link in self._links)
             if not busy or now > deadline:
                 os.kill(pid, signal.SIGKILL)  # within this loop step: no byte moves meanwhile
@@ -139,7 +148,7 @@ class Proxy:
             client_w.close()
             return
         self.connections[backend] += 1
-        link = _Link(backend)
+        link = _Link(backend, client_w.get_extra_info("socket"))
         self._links.add(link)
         try:
             await asyncio.gather(self._pipe(client_r, upstream_w, link, up=True),
@@ -164,6 +173,16 @@ class Proxy:
             # One side gone: close both, so the API server drops the connection from its pool.
             dst.close()
             link.waiting = False
+
+
+def _unread(sock: Any) -> int:
+    """Bytes received on ``sock`` and not read yet (0 when it is gone)."""
+    if sock is None:
+        return 0
+    try:
+        return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+    except (OSError, ValueError):
+        return 0
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ can be switched off (:func:`configure`).
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Mapping
 from typing import Any, Final
@@ -70,10 +69,8 @@ class Results:
     def put(self, source: str, key: bytes, result: JSON) -> None:
         """Remember that ``source`` gave ``result`` for the parts ``key``."""
         blob = _exact_json(result)
-        if blob is None:
-            return
-        cost = len(key) + len(blob) + _OVERHEAD
-        if len(key) > MAX_ENTRY_BYTES or len(blob) > MAX_ENTRY_BYTES or cost > self.max_bytes:
+        cost = len(key) + len(blob or b"") + _OVERHEAD
+        if blob is None or len(key) > MAX_ENTRY_BYTES or cost > self.max_bytes:
             return
         with self._lock:
             if (source, key) in self._entries:
@@ -99,21 +96,20 @@ def key(data: Mapping[str, JSON]) -> bytes | None:
 
 
 def _exact_json(value: Any) -> bytes | None:
-    """``value``'s JSON, when it says exactly what ``value`` is; else None.
+    """``value``'s JSON, when it says exactly what ``value`` is and is small enough to keep
+    (:data:`MAX_ENTRY_BYTES`); else None.
 
     orjson writes NaN and the infinities as ``null`` (and refuses integers beyond 64 bits):
-    such a value must never share a key or a result with a null. Nulls are rare in what programs
-    read, so only then is every float checked, by the standard encoder, which refuses them.
+    such a value must never share a key or a result with a null. So where the JSON holds a
+    ``null``, it is read back and compared with ``value`` (both at C speed): a float written as
+    ``null`` makes them differ.
     """
     try:
         blob = orjson.dumps(value)
     except TypeError:
         return None
-    if b"null" in blob:
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError):
-            return None
+    if len(blob) > MAX_ENTRY_BYTES or (b"null" in blob and orjson.loads(blob) != value):
+        return None
     return blob
 
 

@@ -48,6 +48,34 @@ async def test_a_missing_namespace_object_is_null() -> None:
     assert not verdict.allowed
 
 
+class CountingStore(StaticStore):
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        super().__init__(list(objects))
+        self.gets: list[str] = []
+
+    async def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        self.gets.append(f"{kind}/{name}")
+        return await super().get(api_version, kind, namespace, name)
+
+
+async def test_the_namespace_is_looked_up_only_for_rules_that_may_read_it() -> None:
+    labels = compile_policy(yaml.safe_load("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: label}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]
+  overrideRules:
+  - overriders: {template: {type: labels, operation: add, path: seen, value: {string: "yes"}}}
+"""))
+    store = CountingStore(namespace({"env": "prod"}))
+    request = Request("CREATE", CM, namespace="team-a")
+    mutation = await Pipeline(PolicyIndex([labels]), PolicyIndex([compile_policy(NEEDS_ENV)]), store).mutate(request)
+    assert mutation.patch and store.gets == []  # the labels template does not read namespaceObject
+    assert (await Pipeline(PolicyIndex(), PolicyIndex([compile_policy(NEEDS_ENV)]), store).validate(request)).allowed
+    assert store.gets == ["Namespace/team-a"]
+
+
 async def test_no_matching_policy_is_allowed_untouched() -> None:
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "team-a"}}
     p = pipeline()

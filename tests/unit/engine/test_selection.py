@@ -354,9 +354,25 @@ def test_features_are_those_the_matched_policies_use() -> None:
     for added in (scripted, conditioned, injecting):
         index.put(added)
     assert index.features([(plain, plain.rules[0])]) == 0
-    assert index.features([(scripted, scripted.rules[0])]) == selection.JAVASCRIPT
+    # A script may read namespaceObject: the Namespace is then looked up.
+    assert index.features([(scripted, scripted.rules[0])]) == selection.JAVASCRIPT | selection.NAMESPACE
     assert index.features([(p, p.rules[0]) for p in (scripted, conditioned, injecting)]) == (
-        selection.JAVASCRIPT | selection.CONDITIONS | selection.INJECTS)
+        selection.JAVASCRIPT | selection.CONDITIONS | selection.INJECTS | selection.NAMESPACE)
     index.remove(scripted.kind, scripted.namespace, scripted.name)
     assert index.features([(scripted, scripted.rules[0])]) == 0
-    assert selection.policy_features(scripted) == selection.JAVASCRIPT
+    assert selection.policy_features(scripted) == selection.JAVASCRIPT | selection.NAMESPACE
+
+
+@pytest.mark.parametrize(("source", "reads"), [
+    ("[]", False), ("object.metadata.name == '' ? [] : []", False),
+    ("namespaceObject == null ? [] : []", True), ("namespaceObject.metadata.labels.x == 'y' ? [] : []", True),
+])
+def test_the_namespace_is_needed_by_rules_that_read_it(source: str, reads: bool) -> None:
+    from kinitiras_py.engine import selection
+    from kinitiras_py.engine.evaluation.cel import compile_program
+
+    plain = policy("ClusterOverridePolicy", "plain")
+    ruled = dataclasses.replace(plain, rules=(dataclasses.replace(plain.rules[0], cel=compile_program(source)),))
+    conditioned = dataclasses.replace(plain, conditions=compile_program(source.replace("[]", "true")))
+    for made in (ruled, conditioned):
+        assert bool(selection.policy_features(made) & selection.NAMESPACE) is reads
