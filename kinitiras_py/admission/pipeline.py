@@ -36,11 +36,12 @@ class Request:
     """At most how many bytes ``object`` and ``oldObject`` serialize to, where known (the review's
     decoding measured them): rules' size bounds are checked without serialising them again."""
 
-    def sizes_of(self, obj: Obj) -> Mapping[str, int]:
-        """:attr:`sizes` for variables whose object is ``obj`` (a later tier's is another object)."""
-        if obj is self.object:
-            return self.sizes
-        return {name: size for name, size in self.sizes.items() if name != "object"}
+    @property
+    def measured(self) -> dict[str, tuple[Obj | None, int]]:
+        """:attr:`sizes` with the value each was measured on, as :class:`Bindings` takes them (a
+        size holds for that very value only: a later tier's object is another)."""
+        values = {"object": self.object, "oldObject": self.old_object}
+        return {name: (values[name], size) for name, size in self.sizes.items()}
 
     def cel_request(self) -> Obj:
         """The ``request`` variable rules see."""
@@ -190,20 +191,19 @@ class Pipeline:
         every = [p for _, rule in matches for p in (rule.rendered, rule.cel)]
         every += programs.values()
         size = request.size if obj is request.object else None  # a later tier's object was changed
-        sizes = request.sizes_of(obj)
         if not features & selection.JAVASCRIPT:
             if runs_long(every, obj, size):
                 # Off the event loop: it serves probes and keeps the deadline whenever our functions run.
                 return await asyncio.to_thread(overriding.mutate, matches, obj, variables, params, errors, programs,
-                                               features, sizes)
-            return overriding.mutate(matches, obj, variables, params, errors, programs, features, sizes)
+                                               features, request.measured)
+            return overriding.mutate(matches, obj, variables, params, errors, programs, features, request.measured)
         with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
             if any(rule.javascript for _, rule in matches) or runs_long(every, obj, size):
                 # Off the event loop: it serves probes and keeps the deadline whenever our functions or
                 # scripts run.
                 return await asyncio.to_thread(overriding.mutate, matches, obj, variables, params, errors, programs,
-                                               features, sizes)
-            return overriding.mutate(matches, obj, variables, params, errors, programs, features, sizes)
+                                               features, request.measured)
+            return overriding.mutate(matches, obj, variables, params, errors, programs, features, request.measured)
 
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
         """Apply the validate policies to ``obj`` (default: the request's object)."""
@@ -219,7 +219,7 @@ class Pipeline:
         policy_params: dict[str, dict[str, JSON]] = {}
         if features & selection.CONDITIONS:
             matches, failed, policy_params = await self._conditioned(matches, variables)
-        shared = Bindings({**variables, "params": {}}, request.sizes_of(obj))
+        shared = Bindings({**variables, "params": {}}, request.measured)
         verdict = Verdict()
         if not features & selection.JAVASCRIPT:
             return await self._validate_each(matches, obj, variables, shared, verdict, failed, policy_params)

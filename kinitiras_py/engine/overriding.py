@@ -100,7 +100,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
            params: Mapping[RuleKey, Obj] | None = None,
            lookup_errors: Mapping[RuleKey, str] | None = None,
            programs: Mapping[RuleKey, Program] | None = None, features: int | None = None,
-           sizes: Mapping[str, int] | None = None) -> Mutation:
+           measured: Mapping[str, tuple[Any, int]] | None = None) -> Mutation:
     """Apply every matching rule to ``obj``; return the final object and the patch.
 
     ``obj`` is not modified; the final object shares the parts no rule changed with it, so
@@ -110,8 +110,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     A rule that denies (a sidecar's checks, two sidecars of one group) denies whatever its
     failurePolicy. ``features``, when given, holds the :func:`.selection.policy_features` bits
     of the matched policies: sidecar and inject rules are looked for only when they are set.
-    ``sizes``, when given, bounds the serialized bytes of ``obj`` (as ``object``) and of
-    ``oldObject`` (:class:`.celbindings.Bindings`).
+    ``measured``, when given, holds variables' serialized sizes with the values they were measured
+    on (:class:`.celbindings.Bindings`).
     """
     params = params or {}
     lookup_errors = lookup_errors or {}
@@ -127,8 +127,6 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     # The working object converted for CEL, shared by rules without parameters; a change keeps
     # the conversions of the parts it did not touch (Bindings.changed).
     bound: Bindings | None = None
-    sizes = sizes or {}
-    old_size = {name: size for name, size in sizes.items() if name != "object"}
     # A rule whose conditions or references failed is decided by its failurePolicy, below, like any other.
     injecting = features is None or bool(features & selection.INJECTS)
     injects = [(policy, rule) for policy, rule in matches
@@ -137,7 +135,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
         if injecting and rule.inject is not None and (policy.ref, rule.index) not in lookup_errors:
             if injects:  # every inject rule runs at the place of the first one, together
                 if bound is None:
-                    bound = _bindings(variables, working, sizes if working is obj else old_size)
+                    bound = _bindings(variables, working, measured)
                 refused, injected = _inject(injects, working, bound, mutation, log)
                 if refused is not None:
                     return Mutation(object=obj, failure=refused, warnings=mutation.warnings,
@@ -154,7 +152,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
         if reason is None:
             own = params.get(key)
             if not own and bound is None:
-                bound = _bindings(variables, working, sizes if working is obj else old_size)
+                bound = _bindings(variables, working, measured)
             try:
                 trial = apply_rule(working, rule, policy, {**variables, "params": own or {}}, None if own else bound,
                                    programs.get(key))
@@ -188,9 +186,9 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     return mutation
 
 
-def _bindings(variables: dict[str, Any], working: Obj, sizes: Mapping[str, int]) -> Bindings:
+def _bindings(variables: dict[str, Any], working: Obj, measured: Mapping[str, tuple[Any, int]] | None) -> Bindings:
     """The variables with ``working`` as the object, for rules without parameters of their own."""
-    return Bindings({**variables, "object": working, "params": {}}, sizes)
+    return Bindings({**variables, "object": working, "params": {}}, measured)
 
 
 def _inject(rules: list[tuple[CompiledPolicy, OverrideRule]], working: Obj, bound: Bindings, mutation: Mutation,

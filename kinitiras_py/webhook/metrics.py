@@ -109,4 +109,3 @@ class _CelResults:
                                   value=results.misses)
         yield GaugeMetricFamily("kinitiras_cel_results_bytes", "Memory held by the CEL result cache",
                                 value=results.size)
-

@@ -132,12 +132,12 @@ def check_object(value: object, path: str) -> int | None:
             controller = owner.get("controller")
             if controller is not None and not isinstance(controller, bool):
                 raise _fail(f"{where}.controller", "a bool", controller)
-    size = _measured(obj)
-    too_deep = _deeper_than(obj, MAX_DEPTH) if size is _DEEP else None
+    deep, size = _measured(obj)
+    too_deep = _deeper_than(obj, MAX_DEPTH) if deep else None
     if too_deep is not None:
         shown = "".join(too_deep[:8]) + ("..." if len(too_deep) > 8 else "")
         raise ReviewError(f"{path} is nested deeper than {MAX_DEPTH} levels (at {path}{shown})")
-    return size if type(size) is int else None
+    return size
 
 
 def _children(value: object) -> Iterator[tuple[str, object]]:
@@ -169,24 +169,21 @@ _WRAPPERS = _orjson_depth() - MAX_DEPTH - 1
 MAX_DEPTH levels (the object itself is one more)."""
 
 
-_DEEP: Any = object()
-
-
-def _measured(obj: Obj) -> int | Any | None:
-    """:data:`_DEEP` when containers nest more than MAX_DEPTH levels below ``obj``, else its
-    serialized bytes (None when orjson refuses it for another reason: an integer beyond 64 bits).
-    orjson, which refuses to serialise past its own depth limit, tells at C speed (8 µs for a
-    Pod, 65 µs in Python) and measures the object on the way; what it refuses for another
+def _measured(obj: Obj) -> tuple[bool, int | None]:
+    """Whether containers nest more than MAX_DEPTH levels below ``obj``, and its serialized
+    bytes (None when too deep, or when orjson refuses it for another reason: an integer beyond
+    64 bits). orjson, which refuses to serialise past its own depth limit, tells at C speed (8 µs
+    for a Pod, 65 µs in Python) and measures the object on the way; what it refuses for another
     reason is measured in Python."""
     wrapped: Any = obj
     for _ in range(_WRAPPERS):
         wrapped = [wrapped]
     try:
-        return len(orjson.dumps(wrapped)) - 2 * _WRAPPERS
+        return False, len(orjson.dumps(wrapped)) - 2 * _WRAPPERS
     except orjson.JSONEncodeError as e:
         if "Recursion limit" in str(e):
-            return _DEEP
-        return _DEEP if _exceeds(obj, MAX_DEPTH) else None
+            return True, None
+        return _exceeds(obj, MAX_DEPTH), None
 
 
 def _exceeds(root: Obj, limit: int) -> bool:

@@ -175,7 +175,7 @@ class Program:
                 bounds.check_size(self.bound, variables.longest(paths), variables.largest(names, self.bound.bytes))
         if isinstance(variables, Mapping):
             data = _projected(variables, self.reads)[0]
-            memo = celmemo.key(data) if celmemo.RESULTS.enabled else None
+            memo = celmemo.key(data)
         else:
             memo = variables.key(self.reads)
         if memo is not None:

@@ -27,12 +27,15 @@ class Bindings:
 
     __slots__ = ("_activations", "_estimated", "_longest", "_sizes", "_variables")
 
-    def __init__(self, variables: Mapping[str, JSON], sizes: Mapping[str, int] | None = None) -> None:
-        """``sizes``, when given: at most how many bytes some of the variables serialize to."""
+    def __init__(self, variables: Mapping[str, JSON], measured: Mapping[str, tuple[JSON, int]] | None = None
+                 ) -> None:
+        """``measured``, when given: by variable name, a value and at most how many bytes it
+        serializes to; taken for the variables that are that very value."""
         self._variables = variables
         # Keyed by id(): reads are interned (compile_program) and long tuples hash slowly.
         self._activations: dict[int, list[Any]] = {}  # see _entry
-        self._sizes: dict[str, int] = dict(sizes) if sizes else {}
+        self._sizes: dict[str, int] = {name: size for name, (value, size) in (measured or {}).items()
+                                       if variables.get(name) is value}
         self._estimated: dict[str, list[tuple[str, ...]]] = {name: [] for name in self._sizes}
         """Variables whose size is an upper bound: the paths changed since (:meth:`changed`)."""
         self._longest: dict[int, tuple[tuple[Path, ...], tuple[int, str]]] = {}  # by id() of the paths
@@ -75,7 +78,7 @@ class Bindings:
         """The parts ``reads`` of the variables as :mod:`.celmemo` keys them (None: not kept)."""
         entry = self._entry(reads)
         if entry[3] is _UNSET:
-            entry[3] = celmemo.key(entry[1]) if celmemo.RESULTS.enabled else None
+            entry[3] = celmemo.key(entry[1])
         return entry[3]
 
     def activation(self, reads: celreads.Reads | None = None) -> Any:

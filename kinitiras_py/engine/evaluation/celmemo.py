@@ -91,8 +91,9 @@ class Results:
 
 def key(data: Mapping[str, JSON]) -> bytes | None:
     """The key of the parts ``data`` (variable name → the part of it a program reads); None
-    when they cannot be told apart by their JSON (see :func:`_exact_json`)."""
-    return _exact_json(data)
+    when no result is kept: the cache is off, or they cannot be told apart by their JSON (see
+    :func:`_exact_json`)."""
+    return _exact_json(data) if RESULTS.enabled else None
 
 
 def _exact_json(value: Any) -> bytes | None:

@@ -183,9 +183,12 @@ def test_sizes_given_are_upper_bounds_measured_only_when_they_matter(monkeypatch
     real = bounds.largest
     monkeypatch.setattr(bounds, "largest", lambda v, names: measured.append(names) or real(v, names))
     exact = len(orjson.dumps(POD))
-    given = Bindings({"object": POD}, {"object": exact + 20})
+    given = Bindings({"object": POD}, {"object": (POD, exact + 20)})
     assert given.largest(("object",), within=exact + 20) == exact + 20 and measured == []
     assert given.largest(("object",), within=exact) == exact and measured == [("object",)]
+    # A size measured on another value (an object a rule has changed since) is not taken.
+    other = Bindings({"object": POD}, {"object": (copy.deepcopy(POD), exact + 20)})
+    assert other.largest(("object",), within=exact + 20) == exact and measured[-1] == ("object",)
 
 
 def test_an_upper_bound_is_measured_when_it_exceeds_a_later_bound() -> None:

@@ -473,9 +473,9 @@ def count_bindings(monkeypatch: pytest.MonkeyPatch) -> list[Obj]:
     made: list[Obj] = []
     real = overriding.Bindings
 
-    def spy(variables: Obj, sizes: Any = None) -> Any:
+    def spy(variables: Obj, measured: Any = None) -> Any:
         made.append(variables["object"])
-        return real(variables, sizes)
+        return real(variables, measured)
 
     monkeypatch.setattr(overriding, "Bindings", spy)
     return made
