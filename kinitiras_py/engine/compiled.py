@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from kinitiras_py.base.typedefs import Obj, Patch
+from kinitiras_py.engine.results import PolicyId
 
 if TYPE_CHECKING:
     from kinitiras_py.engine.evaluation.cel import Program
@@ -114,10 +115,25 @@ class CompiledPolicy:
         """True for the validate kinds."""
         return self.kind in VALIDATE_KINDS
 
+    _names: tuple[str, PolicyId] | None = field(default=None, init=False, compare=False, repr=False)
+    """:attr:`ref` and :attr:`identity`, made on first use: the request path names matched policies
+    per rule, while most policies of a large set are never matched."""
+
     @property
     def ref(self) -> str:
         """How messages name this policy: ``OverridePolicy team-a/oversell``."""
-        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+        return (self._names or self._name())[0]
+
+    @property
+    def identity(self) -> PolicyId:
+        """The policy's structured identity (metrics, Events, results)."""
+        return (self._names or self._name())[1]
+
+    def _name(self) -> tuple[str, PolicyId]:
+        ref = f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+        names = (ref, PolicyId(self.kind, self.namespace or None, self.name))
+        object.__setattr__(self, "_names", names)  # frozen: set once, the same value every time
+        return names
 
     def rendered_field_ops(self, doc: Obj) -> Patch:
         """JSON patch ops writing :attr:`rendered_fields` into the policy ``doc`` where not current."""

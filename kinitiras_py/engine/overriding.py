@@ -131,7 +131,9 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     injecting = features is None or bool(features & selection.INJECTS)
     injects = [(policy, rule) for policy, rule in matches
                if rule.inject is not None and (policy.ref, rule.index) not in lookup_errors] if injecting else []
-    for policy, rule in matches:
+    plain = {**variables, "params": {}}  # for rules without parameters of their own; never changed
+    last = len(matches) - 1
+    for i, (policy, rule) in enumerate(matches):
         if injecting and rule.inject is not None and (policy.ref, rule.index) not in lookup_errors:
             if injects:  # every inject rule runs at the place of the first one, together
                 if bound is None:
@@ -154,8 +156,8 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
             if not own and bound is None:
                 bound = _bindings(variables, working, measured)
             try:
-                trial = apply_rule(working, rule, policy, {**variables, "params": own or {}}, None if own else bound,
-                                   programs.get(key))
+                trial = apply_rule(working, rule, policy, {**variables, "params": own} if own else plain,
+                                   None if own else bound, programs.get(key))
             except RuleDenied as e:
                 reason, denied = e.reason, True
             except RuleError as e:
@@ -177,7 +179,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
             # Python's != is quick but takes 1, 1.0 and true for equal; same() tells them apart.
             if trial.doc != working or not patchlog.same(trial.doc, working):
                 mutation.applied.append(RuleId(pid, rule.index))
-            if bound is not None:
+            if bound is not None and i < last:  # the last rule's result is not evaluated against
                 bound = bound.changed("object", trial.doc, trial.touched)
             working = trial.doc
             log.record(trial)

@@ -59,10 +59,18 @@ def _split(path: object) -> list[str]:
     tokens = path[1:].split("/")
     if "~" not in path:
         return tokens
-    for token in tokens:
-        # RFC 6901: '~' must be followed by 0 or 1.
-        if _BAD_ESCAPE.search(token):
-            raise PatchError(f"invalid escape in pointer token {token!r}")
+    unescaped = unescape(path, tokens)
+    if unescaped is None:
+        bad = next(token for token in tokens if _BAD_ESCAPE.search(token))
+        raise PatchError(f"invalid escape in pointer token {bad!r}")
+    return unescaped
+
+
+def unescape(path: str, tokens: list[str]) -> list[str] | None:
+    """``tokens``, the split of ``path``, unescaped; None when ``path`` holds an escape RFC 6901
+    does not define (``~`` must be followed by 0 or 1)."""
+    if _BAD_ESCAPE.search(path):
+        return None
     # '~1' first, then '~0', so that '~01' decodes to '~1' and not '/'.
     return [t.replace("~1", "/").replace("~0", "~") for t in tokens]
 

@@ -48,7 +48,6 @@ from kinitiras_py.base.typedefs import JSON, Patch
 from kinitiras_py.engine import patching
 
 _MISSING: Any = object()
-_SETS = ("add", "replace")
 _CONTAINERS = (dict, list)
 _Trie = dict[str, Any]
 """Reference token -> child trie, or None where the whole subtree was touched."""
@@ -93,41 +92,52 @@ class Draft:
 
     def _set(self, op: object) -> bool:
         """The common operation at C-ish speed: an ``add`` or ``replace`` of a member of an
-        object reached through existing objects and array items, with a plain path. Applies it
-        as :mod:`.patching` would (the value copied, the containers on the way owned, the path
-        noted) and returns True; False, having changed nothing but ownership, for any other
-        operation, which then takes the general way (with its errors and leniencies)."""
-        if type(op) is not dict or len(op) != 3 or op.get("op") not in _SETS or "value" not in op:
+        object reached through existing objects and array items. Applies it as :mod:`.patching`
+        would (the value copied, the containers on the way owned, the path noted) and returns
+        True; False, having changed nothing but ownership, for any other operation, which then
+        takes the general way (with its errors and leniencies)."""
+        if type(op) is not dict or len(op) != 3 or "value" not in op:
             return False
+        kind = op.get("op")
         path = op.get("path")
-        if type(path) is not str or path[:1] != "/" or "~" in path:
+        if (kind != "add" and kind != "replace") or type(path) is not str or path[:1] != "/":
             return False
         tokens = path[1:].split("/")
-        owned = self._owned
+        if "~" in path:
+            unescaped = patching.unescape(path, tokens)
+            if unescaped is None:
+                return False
+            tokens = unescaped
         doc = self.doc
         if type(doc) is not dict:
             return False
+        owned = self._owned
         if id(doc) not in owned:
             self.doc = doc = self._own(doc)
         node: Any = doc
-        for token in tokens[:-1]:
-            key: str | int
+        child: Any
+        last = tokens.pop()
+        for token in tokens:
             if type(node) is dict:
-                key = token
-                child = node.get(token, _MISSING)
+                child = node.get(token)
+                key: str | int = token
             elif patching.is_index(token) and int(token) < len(node):
                 key = int(token)
                 child = node[key]
             else:
                 return False
-            if type(child) is not dict and type(child) is not list:
+            container = type(child)
+            if container is not dict and container is not list:
                 return False
             if id(child) not in owned:
-                node[key] = child = self._own(child)
+                child = container(child)  # copied once per rule; in place from then on
+                owned[id(child)] = child
+                node[key] = child
             node = child
         if type(node) is not dict:
             return False
-        node[tokens[-1]] = patching.clone(op["value"])
+        node[last] = patching.clone(op["value"])
+        tokens.append(last)
         self.touched.append(tuple(tokens))
         return True
 
@@ -200,7 +210,8 @@ class PatchLog:
         ``final`` must be what the recorded drafts made of ``original``, in order.
         """
         out: Patch = []
-        _emit(self._root, original, final, "", out)
+        if original is not final:
+            _emit(self._root, original, final, "", out)
         return out
 
 
@@ -227,21 +238,25 @@ def same(a: JSON, b: JSON) -> bool:
 
 
 def _emit(node: _Trie | None, original: JSON, final: JSON, path: str, out: Patch) -> None:
-    if original is final:
-        return
-    if node is None:
+    kind = type(original)
+    if node is None or kind is not type(final) or (kind is dict) == (kind is list):
         _fixups(original, final, path, out)
-    elif type(original) is dict and type(final) is dict:
-        for token, child in node.items():
-            _emit(child, original.get(token, _MISSING), final.get(token, _MISSING),
-                  f"{path}/{patching.escape_pointer_token(token)}", out)
-    elif type(original) is list and type(final) is list and len(original) == len(final):
+        return
+    if kind is list:
+        if len(original) != len(final):
+            _fixups(original, final, path, out)
+            return
         for token, child in node.items():
             # Paths noted by a lenient no-op (a remove past the end) lead nowhere: nothing changed.
             if patching.is_index(token) and int(token) < len(final):
-                _emit(child, original[int(token)], final[int(token)], f"{path}/{token}", out)
-    else:
-        _fixups(original, final, path, out)
+                before, after = original[int(token)], final[int(token)]
+                if before is not after:
+                    _emit(child, before, after, f"{path}/{token}", out)
+        return
+    for token, child in node.items():
+        before, after = original.get(token, _MISSING), final.get(token, _MISSING)
+        if before is not after:  # untouched subtrees are skipped by identity
+            _emit(child, before, after, f"{path}/{patching.escape_pointer_token(token)}", out)
 
 
 def _fixups(original: JSON, final: JSON, path: str, out: Patch) -> None:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from kinitiras_py.engine.compiled import CompiledPolicy
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PolicyId:
     """Which policy: kind, namespace (None for the cluster kinds) and name."""
 
@@ -27,7 +27,7 @@ class PolicyId:
     @classmethod
     def of(cls, policy: CompiledPolicy) -> PolicyId:
         """The identity of a compiled policy."""
-        return cls(policy.kind, policy.namespace or None, policy.name)
+        return policy.identity
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"

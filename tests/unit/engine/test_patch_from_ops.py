@@ -296,6 +296,27 @@ def test_a_draft_copies_only_the_way_to_what_it_changes() -> None:
     assert draft.touched == [("spec", "containers", "0", "name")]
 
 
+def test_escaped_keys_take_the_quick_way_and_come_back_escaped(monkeypatch: pytest.MonkeyPatch) -> None:
+    def general_way(*_args: Any) -> None:
+        raise AssertionError("the general way was taken")
+
+    monkeypatch.setattr(patching, "apply_ops_in_place", general_way)
+    obj = {"metadata": {"labels": {"app": "x"}}}
+    draft = Draft(obj)
+    draft.apply([{"op": "add", "path": "/metadata/labels/a.io~1b~0c", "value": "1"}])
+    assert draft.doc["metadata"]["labels"] == {"app": "x", "a.io/b~c": "1"}
+    assert draft.touched == [("metadata", "labels", "a.io/b~c")]
+    log = PatchLog()
+    log.record(draft)
+    assert log.patch(obj, draft.doc) == [{"op": "add", "path": "/metadata/labels/a.io~1b~0c", "value": "1"}]
+
+
+def test_an_undefined_escape_is_refused_naming_the_token() -> None:
+    draft = Draft({"metadata": {"labels": {}}})
+    with pytest.raises(PatchError, match="invalid escape in pointer token 'a~2b'"):
+        draft.apply([{"op": "add", "path": "/metadata/labels/a~2b", "value": "1"}])
+
+
 def test_changes_inside_arrays_that_shift_note_the_array() -> None:
     draft = Draft({"a": [1, 2], "m": {"k": [0]}})
     draft.apply([{"op": "add", "path": "/a/-", "value": 3}, {"op": "remove", "path": "/m/k/0"},
