@@ -84,7 +84,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     handlers = Handlers(pipeline, metrics, deadline=settings.server.deadline,
                         ready=lambda: watch.synced.is_set() and registered.is_set() and certs.ready(),
                         on_rule_failure=on_rule_failure,
-                        on_policy_admitted=reconciler.include if settings.register else None)
+                        on_policy_admitted=reconciler.include if settings.register else None,
+                        failure_policy=settings.registration.failure_policy)
     separate_metrics = bool(settings.server.metrics_address)
     metrics_host, metrics_port = (_split_address(settings.server.metrics_address) if separate_metrics
                                   else ("127.0.0.1", 0))

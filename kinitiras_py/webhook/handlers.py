@@ -35,6 +35,10 @@ class Handlers:
     on_policy_admitted: Callable[[CompiledPolicy], None] | None = None
     """Told of each valid policy being admitted (e.g. to start widening the webhook rules); it must
     return at once: nothing slow runs inside the request's deadline."""
+    failure_policy: str = "Fail"
+    """The failurePolicy the webhook is registered with. A request stopped by the deadline or an
+    internal error is answered as the API server treats a failed call under it: Ignore admits the
+    object unchanged (with a warning saying why), Fail denies it."""
 
     def _respond(self, endpoint: str, body: bytes, code: int, started: float) -> web.Response:
         self.metrics.child(self.metrics.requests, endpoint, str(code)).inc()
@@ -72,15 +76,21 @@ class Handlers:
             async with asyncio.timeout(self.deadline):  # no task of its own, unlike wait_for
                 out, code = await run(review)
         except TimeoutError:
-            message = f"kinitiras-py did not finish within its {self.deadline:g} s deadline"
             log.error("deadline exceeded", extra={"endpoint": endpoint, "uid": review.uid})
-            out, code = codec.denied(review.api_version, review.uid, message, 500), 500
+            out, code = self._failed(review, f"kinitiras-py did not finish within its {self.deadline:g} s deadline")
         except Exception as e:  # an answer with this request's uid, never a dropped request
             log.exception("unexpected error", extra={"endpoint": endpoint, "uid": review.uid})
-            out, code = codec.denied(review.api_version, review.uid, f"kinitiras-py internal error: {e}", 500), 500
+            out, code = self._failed(review, f"kinitiras-py internal error: {e}")
         finally:
             in_flight.dec()
         return self._respond(endpoint, out, code, started)
+
+    def _failed(self, review: codec.Review, message: str) -> tuple[bytes, int]:
+        """The answer to a request the webhook could not finish, as :attr:`failure_policy` says."""
+        if self.failure_policy == "Ignore":
+            warning = f"{message} (failurePolicy Ignore: admitted unchanged)"
+            return codec.allowed(review.api_version, review.uid, None, [warning]), 500
+        return codec.denied(review.api_version, review.uid, message, 500), 500
 
     async def _mutate(self, review: codec.Review) -> tuple[bytes, int]:
         req = review.request

@@ -248,6 +248,32 @@ async def test_unexpected_error_is_a_denial_not_a_traceback(aiohttp_client: Any)
                                          "message": "kinitiras-py internal error: kaboom"}
 
 
+@pytest.mark.parametrize(("endpoint", "trouble"), [("/mutate", "deadline"), ("/mutate", "error"),
+                                                   ("/validate", "error")])
+async def test_with_failure_policy_ignore_a_request_the_webhook_cannot_finish_is_admitted_unchanged(
+        aiohttp_client: Any, endpoint: str, trouble: str) -> None:
+    # As the API server treats a webhook call that failed under failurePolicy Ignore.
+    if trouble == "deadline":
+        handlers = make_handlers([owner_policy("Fail")], SlowStore(), deadline=0.2, lookup_timeout=5)
+        obj: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+            "name": "s", "namespace": "default",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}]}}
+        reason = "kinitiras-py did not finish within its 0.2 s deadline"
+    else:
+        handlers, obj, reason = make_handlers([OVERSELL]), DEPLOYMENT, "kinitiras-py internal error: kaboom"
+
+        async def boom(*_args: Any) -> Any:
+            raise RuntimeError("kaboom")
+
+        handlers.pipeline.mutate = handlers.pipeline.validate = boom  # type: ignore[method-assign,assignment]
+    handlers.failure_policy = "Ignore"
+    client = await aiohttp_client(make_app(handlers))
+    status, doc = await post(client, endpoint, review("CREATE", obj, uid="uid-7"))
+    assert status == 200
+    assert doc["response"] == {"uid": "uid-7", "allowed": True,
+                               "warnings": [f"{reason} (failurePolicy Ignore: admitted unchanged)"]}
+
+
 async def test_readyz_healthz_and_metrics(aiohttp_client: Any) -> None:
     state = {"ready": False}
     handlers = make_handlers([OVERSELL])

@@ -58,6 +58,9 @@ spec:
   - failurePolicy: Ignore
     overriders:
       cel: "object.spec.containers.map(c, {'op': 'add', 'path': '/metadata/annotations/' + c.name, 'value': 'x'})"
+  - failurePolicy: Ignore
+    overriders:  # one container: 1.0 / 0.0, a double JSON cannot hold (the rule fails, never writes null)
+      cel: "[{'op': 'add', 'path': '/metadata/annotations/s', 'value': 1.0 / double(size(object.spec.containers) - 1)}]"
 ---
 apiVersion: policy.kcloudlabs.io/v1alpha1
 kind: OverridePolicy

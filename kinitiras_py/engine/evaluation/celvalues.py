@@ -8,6 +8,7 @@ is refused with where it lies. Results: ``plain_value()`` is trusted only where 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import orjson
@@ -123,18 +124,24 @@ _STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | or
 
 
 def plain_json(value: Any) -> bool:
-    """Quick, at C speed: whether orjson takes ``value`` as JSON, timestamps, durations, bytes,
-    types and maps with keys other than strings refused. When not, :func:`check_json` says why."""
+    """Quick, at C speed: whether orjson writes ``value`` as the JSON it is: timestamps,
+    durations, bytes, types and maps with keys other than strings refused, and doubles that are
+    NaN or infinite too (orjson would write ``null`` for them: where the JSON holds a null, it is
+    read back and compared). When not, :func:`check_json` says why."""
     try:
-        orjson.dumps(value, option=_STRICT)
+        blob = orjson.dumps(value, option=_STRICT)
     except TypeError:
         return False
-    return True
+    return b"null" not in blob or bool(orjson.loads(blob) == value)
 
 
 def check_json(value: Any) -> None:
     """Raise :class:`NotJSON` unless a CEL result (from ``plain_value()``) is plain JSON."""
-    if value is None or isinstance(value, str | bool | int | float):
+    if value is None or isinstance(value, str | bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise NotJSON(f"the double {value} has no JSON form (JSON numbers are finite)")
         return
     if isinstance(value, list):
         for i, item in enumerate(value):

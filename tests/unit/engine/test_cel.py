@@ -173,6 +173,11 @@ def test_unwrapped_optionals_are_fine() -> None:
     ("b'x'", "result: a bytearray value has no JSON form; convert it with string()"),
     ("{'a': [duration('1s')]}", "result.a[0]: a timedelta value has no JSON form; convert it with string()"),
     ("{1: 'a'}", "result: map key 1 is not a string, which JSON requires"),
+    # orjson would write these as null: a patch would set the field to null instead of failing.
+    ("[{'op': 'add', 'path': '/x', 'value': 1.0 / 0.0}]",
+     "result[0].value: the double inf has no JSON form (JSON numbers are finite)"),
+    ("{'a': [null, -1.0 / 0.0]}", "result.a[1]: the double -inf has no JSON form (JSON numbers are finite)"),
+    ("0.0 / 0.0", "result: the double nan has no JSON form (JSON numbers are finite)"),
 ])
 def test_results_must_be_json(source: str, message: str) -> None:
     assert eval_error(source) == message
