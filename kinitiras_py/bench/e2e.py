@@ -3,7 +3,8 @@
 The client is the lean closed-loop load (``loadgen``): ``concurrency`` keep-alive connections to
 the API server, each POSTing the Pod JSON (``workload.server_pod``, generateName) as soon as its
 previous Pod is stored. ``pods/s`` is Pods stored per second of wall time; latencies are per
-request. Every figure is also given as a ratio to the floor set-up at the same concurrency.
+request. Every figure is also given as a ratio to the floor set-up at the same concurrency, which
+is timed in blocks spread over the run (:func:`run`).
 Before a set-up is timed, a dry-run create proves it does what its name says (the floor's
 label, or exactly the matching policies' labels, and nothing else).
 
@@ -67,8 +68,29 @@ async def _check(access: Access, pod: Obj, expected: set[str], setup: str) -> No
                            f"expected {sorted(expected)}")
 
 
-async def _time(access: Access, pod: Obj, setup: str, concurrency: int, pods: int,
-                warmup: int) -> Row:
+@dataclass
+class _Timed:
+    """What one set-up at one concurrency did, possibly over several blocks (the floor's)."""
+
+    load: loadgen.Load
+    used: child.Sched
+
+    def __add__(self, other: _Timed) -> _Timed:
+        a, b = self.load, other.load
+        return _Timed(loadgen.Load(a.answered + b.answered, a.errors + b.errors, a.elapsed + b.elapsed,
+                                   a.latencies + b.latencies, a.cpu + b.cpu, a.first_error or b.first_error),
+                      self.used + other.used)
+
+    def row(self, setup: str, concurrency: int) -> Row:
+        load, wall = self.load, self.load.elapsed or 1.0
+        ordered = sorted(load.latencies)
+        return Row(setup=setup, concurrency=concurrency, pods=load.answered, errors=load.errors,
+                   p50=statistics.median(ordered), p90=percentile(ordered, 0.90), p99=percentile(ordered, 0.99),
+                   rate=load.rate, load_cpu=load.cpu / wall,
+                   load_busy=(self.used.running + self.used.waiting) / wall, first_error=load.first_error)
+
+
+async def _time(access: Access, pod: Obj, concurrency: int, pods: int, warmup: int) -> _Timed:
     url = f"{access.server}/api/v1/namespaces/{workload.NAMESPACE}/pods"
     request = loadgen.http_request(url, orjson.dumps(pod), access.headers())
     context = access.context()
@@ -76,50 +98,63 @@ async def _time(access: Access, pod: Obj, setup: str, concurrency: int, pods: in
         await loadgen.closed_loop(url, request, context, concurrency, 3600.0, b'"kind":"Pod"', warmup)
     before = child.sched()
     load = await loadgen.closed_loop(url, request, context, concurrency, 3600.0, b'"kind":"Pod"', pods)
-    used = child.sched() - before
-    ordered = sorted(load.latencies)
-    wall = load.elapsed or 1.0
-    return Row(setup=setup, concurrency=concurrency, pods=load.answered, errors=load.errors,
-               p50=statistics.median(ordered), p90=percentile(ordered, 0.90), p99=percentile(ordered, 0.99),
-               rate=load.rate, load_cpu=load.cpu / wall, load_busy=(used.running + used.waiting) / wall,
-               first_error=load.first_error)
+    return _Timed(load, child.sched() - before)
 
 
 async def run(access: Access, total: int, matching: Sequence[int], pods: int, concurrency: Sequence[int],
               log: Callable[[str], None] = print, uncached: bool = False) -> list[Row]:
     """Time ``pods`` Pod CREATEs at each concurrency in each set-up (see the module docstring);
-    with ``uncached``, ours again with its CEL result cache off."""
+    with ``uncached``, ours again with its CEL result cache off.
+
+    The floor is timed in blocks of ``pods`` spread over the run (before ours, between ours'
+    groups, after), and its row pools them: the API server drifts during a run (the floor's p50
+    is logged block by block), and a floor timed once, first, would lend that drift to every ratio."""
     pod = workload.server_pod()
     kube = Kube(access)
     rows: list[Row] = []
+    floors: dict[int, list[_Timed]] = {c: [] for c in concurrency}
     warmup = max(5, pods // 10)
 
-    async def timed(setup: str, expected: set[str]) -> None:
+    async def timed(setup: str, expected: set[str]) -> list[_Timed]:
         await _check(access, pod, expected, setup)
+        out = []
         for c in concurrency:
-            rows.append(await _time(access, pod, setup, c, pods, warmup))
-            log(f"  {setup}, concurrency {c}: {rows[-1].rate:.0f} pods/s, p50 {rows[-1].p50 * 1000:.1f} ms"
-                + (f"; {rows[-1].errors} errors, the first: {rows[-1].first_error}" if rows[-1].errors else ""))
+            out.append(await _time(access, pod, c, pods, warmup))
+            one = out[-1].row(setup, c)
+            log(f"  {setup}, concurrency {c}: {one.rate:.0f} pods/s, p50 {one.p50 * 1000:.1f} ms"
+                + (f"; {one.errors} errors, the first: {one.first_error}" if one.errors else ""))
         await kube.delete(f"/api/v1/namespaces/{workload.NAMESPACE}/pods")
+        return out
+
+    async def floor_block() -> None:
+        log(f"set-up: the floor (block {len(floors[concurrency[0]]) + 1})")
+        async with setups.floor(kube):
+            await _settle(access, pod, {floor.LABEL}, "the floor")
+            for c, block in zip(concurrency, await timed("floor", {floor.LABEL}), strict=True):
+                floors[c].append(block)
+        await _settle(access, pod, set(), "no webhook")
 
     try:
         await kube.namespace(workload.NAMESPACE, setups.NAMESPACE_LABEL)
         log("set-up: no webhook")
-        await timed("no webhook", set())
-        log("set-up: the floor")
-        async with setups.floor(kube):
-            await _settle(access, pod, {floor.LABEL}, "the floor")
-            await timed("floor", {floor.LABEL})
-        await _settle(access, pod, set(), "no webhook")
+        rows += [t.row("no webhook", c) for c, t in zip(concurrency, await timed("no webhook", set()), strict=True)]
+        ours: list[Row] = []
         for cel_results in (True, False) if uncached else (True,):
-            async with setups.ours(kube, log, cel_results=cel_results) as ours:
+            await floor_block()
+            async with setups.ours(kube, log, cel_results=cel_results) as served:
                 for k in matching:
                     name = f"ours {k}/{total}" + ("" if cel_results else " uncached")
                     log(f"set-up: {name}")
-                    await ours.become(workload.some_matching(total, k))
+                    await served.become(workload.some_matching(total, k))
                     expected = {f"bench.example.com/policy-{i:04d}" for i in range(k)}
                     await _settle(access, pod, expected, name)
-                    await timed(name, expected)
+                    ours += [t.row(name, c) for c, t in zip(concurrency, await timed(name, expected), strict=True)]
+        await floor_block()
+        for c, blocks in floors.items():
+            rows.append(sum(blocks[1:], blocks[0]).row("floor", c))
+            p50s = ", ".join(f"{b.row('floor', c).p50 * 1000:.1f}" for b in blocks)
+            log(f"  the floor at concurrency {c}, block by block: p50 {p50s} ms")
+        rows += ours
     finally:
         await kube.close()
     return with_ratios(rows)
