@@ -115,25 +115,23 @@ class CompiledPolicy:
         """True for the validate kinds."""
         return self.kind in VALIDATE_KINDS
 
-    _names: tuple[str, PolicyId] | None = field(default=None, init=False, compare=False, repr=False)
-    """:attr:`ref` and :attr:`identity`, made on first use: the request path names matched policies
-    per rule, while most policies of a large set are never matched."""
+    _identity: PolicyId | None = field(default=None, init=False, compare=False, repr=False)
+    """:attr:`identity`, made on first use: the request path needs it per matched rule, while most
+    policies of a large set are never matched (kept for all, 10,000 would hold megabytes)."""
 
     @property
     def ref(self) -> str:
         """How messages name this policy: ``OverridePolicy team-a/oversell``."""
-        return (self._names or self._name())[0]
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
 
     @property
     def identity(self) -> PolicyId:
         """The policy's structured identity (metrics, Events, results)."""
-        return (self._names or self._name())[1]
-
-    def _name(self) -> tuple[str, PolicyId]:
-        ref = f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
-        names = (ref, PolicyId(self.kind, self.namespace or None, self.name))
-        object.__setattr__(self, "_names", names)  # frozen: set once, the same value every time
-        return names
+        identity = self._identity
+        if identity is None:
+            identity = PolicyId(self.kind, self.namespace or None, self.name)
+            object.__setattr__(self, "_identity", identity)  # frozen: set once, the same value every time
+        return identity
 
     def rendered_field_ops(self, doc: Obj) -> Patch:
         """JSON patch ops writing :attr:`rendered_fields` into the policy ``doc`` where not current."""
