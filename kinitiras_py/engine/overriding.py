@@ -175,10 +175,12 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
                 continue
             return Mutation(object=obj, failure=failure, warnings=mutation.warnings, ignored=mutation.ignored,
                             timings=mutation.timings)
-        if trial is not None and trial.changed:  # the rule's operations hold: they all succeeded
-            # Python's != is quick but takes 1, 1.0 and true for equal; same() tells them apart.
-            if trial.doc != working or not patchlog.same(trial.doc, working):
-                mutation.applied.append(RuleId(pid, rule.index))
+        # The rule's operations hold (they all succeeded). When they leave the object as it was (a
+        # rule reinvoked on its own output, an unchanged UPDATE), the object is kept, and with it
+        # every conversion and projection later rules would otherwise make again.
+        # Python's == is quick but takes 1, 1.0 and true for equal; same() tells them apart.
+        if trial is not None and trial.changed and (trial.doc != working or not patchlog.same(trial.doc, working)):
+            mutation.applied.append(RuleId(pid, rule.index))
             if bound is not None and i < last:  # the last rule's result is not evaluated against
                 bound = bound.changed("object", trial.doc, trial.touched)
             working = trial.doc

@@ -326,6 +326,19 @@ def test_ignore_skips_the_failing_rule_atomically_and_later_rules_run() -> None:
     assert [str(rule) for rule in mutation.applied] == ["ClusterOverridePolicy p rule 1"]
 
 
+def test_a_rule_setting_what_is_already_there_leaves_the_object_itself() -> None:
+    # As a reinvoked webhook's rules do: the object, and every conversion made of it, is kept.
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"app": "web", "n": 1}}}
+    same = {"plaintext": [{"op": "add", "path": "/metadata/labels/app", "value": "web"}]}
+    mutation = overriding.mutate(list(PolicyIndex([compile_policy(policy(same))]).matching(pod, "CREATE")), pod, {})
+    assert mutation.object is pod and mutation.patch == [] and mutation.applied == []
+    # 1.0 is not 1 in JSON: that is a change, however Python compares them.
+    other = {"plaintext": [{"op": "replace", "path": "/metadata/labels/n", "value": 1.0}]}
+    changed = run([policy(other)], pod)
+    assert changed.patch == [{"op": "replace", "path": "/metadata/labels/n", "value": 1.0}]
+    assert [str(rule) for rule in changed.applied] == ["ClusterOverridePolicy p rule 0"]
+
+
 def test_cel_errors_and_lookup_errors_are_rule_failures() -> None:
     bad_cel = run([policy({"cel": 'object.metadata.labels["absent"] == "x" ? [] : []'})], POD)
     assert bad_cel.failure is not None and bad_cel.failure.rule == 0
