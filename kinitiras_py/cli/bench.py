@@ -20,7 +20,7 @@ def _sizes(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated counts, e.g. 1,100,1000; got {text!r}") from None
     if not sizes or any(n < 1 for n in sizes):
         raise argparse.ArgumentTypeError(f"counts must be at least 1; got {text!r}")
-    return sizes
+    return list(dict.fromkeys(sizes))  # each once: results are keyed by the count (e.g. the floor's blocks)
 
 
 def _positive(text: str) -> int:

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from kinitiras_py.bench import runner, workload
+from kinitiras_py.cli.bench import _sizes
 from kinitiras_py.cli.main import main
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.offline.apply import compile_all
@@ -56,6 +57,10 @@ def test_bench_rejects_bad_sizes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["bench", "--policies", "0,x"])
     assert "comma-separated" in capsys.readouterr().err
+
+
+def test_a_repeated_count_is_timed_once() -> None:
+    assert _sizes("10,1,10,1") == [10, 1]
 
 
 def test_fillers_never_reach_the_pod() -> None:
