@@ -149,7 +149,11 @@ def check_size(bound: cost.Estimate, most: tuple[int, str], size: int) -> None:
 def grown(value: JSON, path: tuple[str, ...]) -> int:
     """At most how many bytes serialized ``value`` gained by a change at ``path`` (JSON pointer
     tokens): what lies there now, with a key for every token (parents a lenient add created)."""
-    keys = sum(len(orjson.dumps(token)) + 4 for token in path)  # "token":{...}, or an index
+    joined = "".join(path)
+    if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
+        keys = len(joined) + 6 * len(path)  # written as they are: "token":{...}, or an index
+    else:
+        keys = sum(len(orjson.dumps(token)) + 4 for token in path)
     node: Any = value
     for token in path:
         if type(node) is dict:

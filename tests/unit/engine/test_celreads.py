@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from kinitiras_py.engine.evaluation import cel, celreads
 from kinitiras_py.engine.evaluation.celbindings import Bindings
@@ -189,6 +191,19 @@ def test_sizes_given_are_upper_bounds_measured_only_when_they_matter(monkeypatch
     # A size measured on another value (an object a rule has changed since) is not taken.
     other = Bindings({"object": POD}, {"object": (copy.deepcopy(POD), exact + 20)})
     assert other.largest(("object",), within=exact + 20) == exact and measured[-1] == ("object",)
+
+
+@given(st.lists(st.text(st.sampled_from(list('az09./~-"\\\x00\x1f\x7fé€😀')) | st.characters(), max_size=8),
+                min_size=1, max_size=4))
+@example(['say "hi"']).via("a quote is escaped")
+@example(['a\\b', 'tab\t', 'é']).via("escapes and UTF-8")
+def test_what_a_change_adds_counts_its_keys_as_json_writes_them(path: list[str]) -> None:
+    from kinitiras_py.engine.evaluation import bounds
+
+    value: Any = "v"
+    for token in reversed(path):
+        value = {token: value}
+    assert bounds.grown(value, tuple(path)) == sum(len(orjson.dumps(t)) + 4 for t in path) + len(b'"v"')
 
 
 def test_an_upper_bound_is_measured_when_it_exceeds_a_later_bound() -> None:
