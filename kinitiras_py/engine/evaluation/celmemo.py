@@ -22,6 +22,7 @@ from typing import Any, Final
 import orjson
 
 from kinitiras_py.base.typedefs import JSON
+from kinitiras_py.engine.evaluation import celvalues
 
 DEFAULT_BYTES: Final = 1024 * 1024
 """What `serve` keeps unless told otherwise (``--cel-results-mib``)."""
@@ -97,21 +98,10 @@ def key(data: Mapping[str, JSON]) -> bytes | None:
 
 
 def _exact_json(value: Any) -> bytes | None:
-    """``value``'s JSON, when it says exactly what ``value`` is and is small enough to keep
-    (:data:`MAX_ENTRY_BYTES`); else None.
-
-    orjson writes NaN and the infinities as ``null`` (and refuses integers beyond 64 bits):
-    such a value must never share a key or a result with a null. So where the JSON holds a
-    ``null``, it is read back and compared with ``value`` (both at C speed): a float written as
-    ``null`` makes them differ.
-    """
-    try:
-        blob = orjson.dumps(value)
-    except TypeError:
-        return None
-    if len(blob) > MAX_ENTRY_BYTES or (b"null" in blob and orjson.loads(blob) != value):
-        return None
-    return blob
+    """``value``'s JSON, when it says exactly what ``value`` is (:func:`.celvalues.exact_json`: a
+    NaN must never share a key or a result with a null; integers beyond 64 bits are refused) and
+    is small enough to keep (:data:`MAX_ENTRY_BYTES`); else None."""
+    return celvalues.exact_json(value, limit=MAX_ENTRY_BYTES)
 
 
 RESULTS = Results()

@@ -123,16 +123,25 @@ def careful(value: Any) -> Any:
 _STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
-def plain_json(value: Any) -> bool:
-    """Quick, at C speed: whether orjson writes ``value`` as the JSON it is: timestamps,
-    durations, bytes, types and maps with keys other than strings refused, and doubles that are
-    NaN or infinite too (orjson would write ``null`` for them: where the JSON holds a null, it is
-    read back and compared). When not, :func:`check_json` says why."""
+def exact_json(value: Any, option: int = 0, limit: int | None = None) -> bytes | None:
+    """``value``'s JSON (orjson, with ``option``) when it says exactly what ``value`` is and, with
+    ``limit``, is at most that many bytes; else None. orjson writes NaN and the infinities as
+    ``null``, so where the JSON holds a ``null`` it is read back and compared with ``value`` (both
+    at C speed): a double written as ``null`` makes them differ."""
     try:
-        blob = orjson.dumps(value, option=_STRICT)
+        blob = orjson.dumps(value, option=option)
     except TypeError:
-        return False
-    return b"null" not in blob or bool(orjson.loads(blob) == value)
+        return None
+    if limit is not None and len(blob) > limit:
+        return None  # before reading it back: a large object read whole often holds a null
+    return blob if b"null" not in blob or orjson.loads(blob) == value else None
+
+
+def plain_json(value: Any) -> bool:
+    """Quick, at C speed: whether ``value`` is plain JSON, written exactly (:func:`exact_json`),
+    with timestamps, durations, bytes, types and maps with keys other than strings refused. When
+    not, :func:`check_json` says why."""
+    return exact_json(value, _STRICT) is not None
 
 
 def check_json(value: Any) -> None:
