@@ -103,11 +103,11 @@ def decode(body: bytes) -> Review:
         # Objects created by controllers (e.g. Pods from a ReplicaSet) can arrive without
         # metadata.namespace; selection and namespaced policies need it. Filling it in on the
         # received object too keeps it out of the response patch.
-        filled = {"object": _with_namespace(obj, namespace), "oldObject": _with_namespace(old, namespace)}
+        received = {"object": obj, "oldObject": old}
+        filled = {name: _with_namespace(value, namespace) for name, value in received.items()}
         # A filled-in object's size stays an upper bound: at most `,"namespace":"..."` more.
         grown = len(orjson.dumps(namespace)) + len(',"namespace":')
-        sizes = {name: size + (grown if filled[name] is not (obj if name == "object" else old) else 0)
-                 for name, size in sizes.items()}
+        sizes = {name: size + (grown if filled[name] is not received[name] else 0) for name, size in sizes.items()}
         obj, old = filled["object"], filled["oldObject"]
     user_info = req.get("userInfo")
     user: Obj = user_info if isinstance(user_info, dict) else {}
