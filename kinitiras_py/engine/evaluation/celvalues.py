@@ -9,6 +9,7 @@ is refused with where it lies. Results: ``plain_value()`` is trusted only where 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -53,6 +54,20 @@ def to_cel(value: JSON) -> Any:
     return _to_cel_walk(value)
 
 
+_KEY, _INDEX = ".{}", "[{}]"
+"""How a step into a map and into a list is written where a value lies (``spec.a[0]``)."""
+
+
+def _inside(convert: Callable[[Any], Any], item: Any, step: object, written: str) -> Any:
+    """``convert(item)``; a :class:`NotJSON` from it learns the step (``written`` as :data:`_KEY`
+    or :data:`_INDEX`) to where ``item`` lies."""
+    try:
+        return convert(item)
+    except NotJSON as e:
+        e.where.append(written.format(step))
+        raise
+
+
 def _to_cel_walk(value: JSON) -> Any:
     kind = type(value)
     if value is None or kind is str or kind is bool or kind is float:
@@ -67,11 +82,7 @@ def _to_cel_walk(value: JSON) -> Any:
     if isinstance(value, dict):
         out = None if kind is dict else dict(value)  # cel-expr-python refuses subclasses
         for key, item in value.items():
-            try:
-                converted = _to_cel_walk(item)
-            except NotJSON as e:
-                e.where.append(f".{key}")
-                raise
+            converted = _inside(_to_cel_walk, item, key, _KEY)
             if converted is not item:
                 out = out if out is not None else dict(value)
                 out[key] = converted
@@ -79,11 +90,7 @@ def _to_cel_walk(value: JSON) -> Any:
     if isinstance(value, list | tuple):
         out_list = None if kind is list else list(value)
         for i, item in enumerate(value):
-            try:
-                converted = _to_cel_walk(item)
-            except NotJSON as e:
-                e.where.append(f"[{i}]")
-                raise
+            converted = _inside(_to_cel_walk, item, i, _INDEX)
             if converted is not item:
                 out_list = out_list if out_list is not None else list(value)
                 out_list[i] = converted
@@ -100,23 +107,9 @@ def careful(value: Any) -> Any:
         raise NotJSON("an optional value has no JSON form; unwrap it with .orValue(default)")
     item = value.value()
     if isinstance(item, list):
-        out = []
-        for i, element in enumerate(item):
-            try:
-                out.append(careful(element))
-            except NotJSON as e:
-                e.where.append(f"[{i}]")
-                raise
-        return out
+        return [_inside(careful, element, i, _INDEX) for i, element in enumerate(item)]
     if isinstance(item, dict):
-        result = {}
-        for key, element in item.items():
-            try:
-                result[key] = careful(element)
-            except NotJSON as e:
-                e.where.append(f".{key}")
-                raise
-        return result
+        return {key: _inside(careful, element, key, _KEY) for key, element in item.items()}
     return item
 
 
@@ -154,20 +147,12 @@ def check_json(value: Any) -> None:
         return
     if isinstance(value, list):
         for i, item in enumerate(value):
-            try:
-                check_json(item)
-            except NotJSON as e:
-                e.where.append(f"[{i}]")
-                raise
+            _inside(check_json, item, i, _INDEX)
         return
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise NotJSON(f"map key {key!r} is not a string, which JSON requires")
-            try:
-                check_json(item)
-            except NotJSON as e:
-                e.where.append(f".{key}")
-                raise
+            _inside(check_json, item, key, _KEY)
         return
     raise NotJSON(f"a {type(value).__name__} value has no JSON form; convert it with string()")
