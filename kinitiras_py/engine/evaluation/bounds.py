@@ -9,7 +9,6 @@ time limit, and the length of the lists they make).
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -17,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from kinitiras_py.base import identity
 from kinitiras_py.base.errors import CelEvalError
 from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.evaluation import cost, costmodel
@@ -78,7 +78,7 @@ def longest(variables: Mapping[str, JSON], paths: tuple[costmodel.Path, ...]) ->
 _Node = dict[str | None, Any]  # a trie node: child nodes by segment, the path's name under None
 
 
-@functools.lru_cache(maxsize=1024)
+@identity.by_identity(1024)  # a program's paths are made once: hashing them would cost more than the look-up
 def _trie(paths: tuple[costmodel.Path, ...]) -> _Node:
     """``paths`` as nested dicts of segments (they share their prefixes: pod spec alternatives)."""
     root: _Node = {}

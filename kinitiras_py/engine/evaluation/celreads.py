@@ -29,10 +29,10 @@ How a value is cut
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
+from kinitiras_py.base import identity
 from kinitiras_py.engine.evaluation.celcheck import fields
 
 Path = tuple[str, ...]
@@ -216,12 +216,17 @@ class _Node:
     """How the value at ``path`` is read, and the nodes below it (each named one already
     merged with ``every``, the node for any element or value)."""
 
-    __slots__ = ("children", "every", "named", "path", "size", "whole")
+    __slots__ = ("as_map", "children", "deep", "every", "named", "path", "shallow", "size", "whole")
 
     def __init__(self, path: Path, how: set[str], below: dict[str, _Node]) -> None:
         self.path = path
         self.whole = "all" in how
         self.size = "size" in how
+        # The entries a projection notes for this node (see _take), made once: a projection
+        # collects them by identity instead of hashing path tuples for every value it visits.
+        self.deep: tuple[Path, bool] = (path, True)
+        self.shallow: tuple[Path, bool] = (path, False)
+        self.as_map = self.deep if self.size else self.shallow
         self.every = below.get(ANY)
         self.named = any(key != ANY for key in below)
         self.children = {key: _merged(node, self.every) for key, node in below.items() if key != ANY}
@@ -242,7 +247,7 @@ def _merged(a: _Node, b: _Node | None) -> _Node:
     return _Node(a.path, how, below)
 
 
-@functools.lru_cache(maxsize=4096)
+@identity.by_identity(4096)  # programs' reads are interned: hashing them would cost more than the look-up
 def _trie(found: tuple[Read, ...]) -> _Node:
     """``found`` as a tree of nodes, built once per program (and shared by those reading alike)."""
     def build(path: Path) -> _Node:
@@ -276,39 +281,47 @@ def project(value: Any, found: tuple[Read, ...]) -> tuple[Any, Taken]:
 
     A change of ``value`` at a path that none of the returned paths is on, above or (for the
     deep ones) below leaves the projection as it is (:func:`touches`)."""
-    taken: set[tuple[Path, bool]] = set()
+    taken: dict[int, tuple[Path, bool]] = {}
     part = _take(value, _trie(found), taken)
-    return part, tuple(sorted(taken))
+    return part, tuple(taken.values())
 
 
-def _take(value: Any, node: _Node, taken: set[tuple[Path, bool]]) -> Any:
+def _take(value: Any, node: _Node, taken: dict[int, tuple[Path, bool]]) -> Any:
     kind = type(value)
     if node.whole or (kind is not dict and kind is not list):
-        taken.add((node.path, True))
+        taken[id(node.deep)] = node.deep
         return value
     every = node.every
     if kind is list:
         if node.named:  # a list indexed by a name: an error either way
-            taken.add((node.path, True))
+            taken[id(node.deep)] = node.deep
             return value
-        taken.add((node.path, False))  # an element added or removed notes the list itself
+        taken[id(node.shallow)] = node.shallow  # an element added or removed notes the list itself
         if every is None:
             return [None] * len(value) if node.size else []
         return [_take(item, every, taken) for item in value]
     # A map read for its size depends on its keys: on every change below it.
-    taken.add((node.path, node.size))
+    taken[id(node.as_map)] = node.as_map
     out: dict[str, Any] = {}
     if every is None and not node.size:
         for key, child in node.children.items():  # no loop over the map reads it: its order is free
-            if key in value:
-                out[key] = _take(value[key], child, taken)
+            if key not in value:
+                taken[id(child.deep)] = child.deep
+                continue
+            item = value[key]
+            leaf = type(item)
+            if child.whole or (leaf is not dict and leaf is not list):  # _take's first case, without a call
+                taken[id(child.deep)] = child.deep
+                out[key] = item
             else:
-                taken.add((child.path, True))
+                out[key] = _take(item, child, taken)
         return out
     for key, item in value.items():
         found = node.children.get(key, every)
         out[key] = None if found is None else _take(item, found, taken)
-    taken.update((child.path, True) for key, child in node.children.items() if key not in value)
+    for key, child in node.children.items():
+        if key not in value:
+            taken[id(child.deep)] = child.deep
     return out
 
 
