@@ -120,6 +120,11 @@ def estimate(serialized: bytes, threshold: float = 0) -> Estimate:
     raise AssertionError("the last tier always returns")
 
 
+_TYPE_NAMES = frozenset(("bool", "bytes", "double", "dyn", "int", "list", "map", "null_type", "string", "type",
+                         "uint"))
+"""CEL's type denotations: identifiers that name a type, never a variable."""
+
+
 def _string_constant(expr: bytes) -> str | None:
     """The text of a string literal expression, else None."""
     constant = dict(_parts(expr)).get(3) if expr else None
@@ -192,6 +197,8 @@ class _Walker:
                 name = dict(_parts(value)).get(1, b"").decode()
                 if name in env:
                     return env[name]
+                if name in _TYPE_NAMES:  # `type(x) == map`: a constant, not request data
+                    return ONE
                 # A variable; a compiler-made name (cel.@block's @index0) may hold any part of the request.
                 root = EVERYWHERE if name.startswith("@") else name
                 self.roots[root] = None

@@ -154,6 +154,16 @@ def test_only_the_variables_a_program_reads_are_measured_in_bytes() -> None:
         program.evaluate({"object": {"l": [1], **huge}})
 
 
+def test_type_names_are_not_variables_to_measure() -> None:
+    # The labels template compares type(have) with map: measuring a "map" variable cost every
+    # evaluation a serialisation of nothing.
+    program = cel.compile_program(
+        "type(object.l) == map || type(object.l) == list ? object.l.map(x, x).size() >= 0 : int(1) == 1")
+    assert program.bound.variables == ("object",)
+    assert all(path[0] == "object" for path in program.bound.paths or ())
+    assert program.evaluate({"object": {"l": [1, 2]}}) is True
+
+
 def test_the_keys_of_a_map_a_loop_iterates_are_measured() -> None:
     program = cel.compile_program("object.m.map(k, k.split(',').map(x, x)).size() >= 0")
     assert program.bound.items is not None
