@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, Verdict
@@ -31,22 +33,17 @@ class Metrics:
                                  ["endpoint"], buckets=_LATENCY_BUCKETS, registry=r)
         self.in_flight = Gauge("kinitiras_webhook_requests_in_flight", "Admission requests being handled",
                                ["endpoint"], registry=r)
-        self.matched = Counter("kinitiras_policy_matched_total", "Rules of a policy that applied to an object",
-                               ["policy"], registry=r)
-        self.patched = Counter("kinitiras_policy_patched_total", "Rules of a policy that changed an object",
-                               ["policy"], registry=r)
         self.rejected = Counter("kinitiras_policy_rejected_total", "Objects a policy rejected", ["policy", "action"],
                                 registry=r)
         self.errors = Counter("kinitiras_policy_errors_total", "Rule failures by policy and failurePolicy outcome",
                               ["policy", "outcome"], registry=r)
-        self.evaluation = Histogram("kinitiras_policy_evaluation_seconds", "Time spent evaluating one policy's rules",
-                                    ["policy"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.per_policy = _PolicyStats(_LATENCY_BUCKETS)
+        r.register(self.per_policy)
         self.informer_synced = Gauge("kinitiras_informer_synced", "1 when the informer for a kind has synced",
                                      ["kind"], registry=r)
         self.policies = Gauge("kinitiras_policies", "Policies in the index by kind", ["kind"], registry=r)
         r.register(_CelResults())
         self._children: dict[tuple[str, tuple[str, ...]], Any] = {}
-        self._policies: dict[PolicyId, tuple[Any, Any, Any]] = {}
 
     def child(self, metric: Any, *values: str) -> Any:
         """``metric.labels(*values)``, looked up once: the request path counts into the same few
@@ -57,34 +54,19 @@ class Metrics:
             found = self._children[key] = metric.labels(*values)
         return found
 
-    def _policy(self, policy: PolicyId) -> tuple[Any, Any, Any]:
-        """The matched, evaluation and patched children of one policy."""
-        found = self._policies.get(policy)
-        if found is None:
-            name = str(policy)
-            found = self._policies[policy] = (self.matched.labels(name), self.evaluation.labels(name),
-                                              self.patched.labels(name))
-        return found
-
     def observe_mutation(self, mutation: Mutation) -> None:
         """Count what one mutation did, per policy."""
-        self._observe_timings(mutation.timings)
+        self.per_policy.observe(mutation.timings)
         for applied in mutation.applied:
-            self._policy(applied.policy)[2].inc()
+            self.per_policy.patched(applied.policy)
         self._observe_failures(mutation.failure, mutation.ignored)
 
     def observe_verdict(self, verdict: Verdict) -> None:
         """Count what one validation did, per policy."""
-        self._observe_timings(verdict.timings)
+        self.per_policy.observe(verdict.timings)
         if not verdict.allowed and verdict.policy is not None:
             self.rejected.labels(str(verdict.policy), "Deny").inc()
         self._observe_failures(verdict.failure, verdict.ignored)
-
-    def _observe_timings(self, timings: dict[PolicyId, float]) -> None:
-        for policy, seconds in timings.items():
-            matched, evaluation, _ = self._policy(policy)
-            matched.inc()
-            evaluation.observe(seconds)
 
     def _observe_failures(self, failure: RuleFailure | None, ignored: list[RuleFailure]) -> None:
         for skipped in ignored:
@@ -95,6 +77,71 @@ class Metrics:
     def render(self) -> bytes:
         """The text exposition of every metric."""
         return generate_latest(self.registry)
+
+
+class _Policy:
+    """One policy's counts and evaluation-time histogram."""
+
+    __slots__ = ("counts", "matched", "name", "patched", "seconds")
+
+    def __init__(self, name: str, buckets: int) -> None:
+        self.name = name
+        self.matched = self.patched = 0
+        self.seconds = 0.0
+        self.counts = [0] * (buckets + 1)  # per bucket, not cumulative; the last is +Inf
+
+
+class _PolicyStats:
+    """Per policy: rules matched, rules that changed the object, time evaluating them (a
+    histogram), kept as plain numbers and read when scraped.
+
+    prometheus-client's children take a lock per update, three per matched policy on every
+    request; these are updated on the event loop only, where requests are answered, one at a time.
+    """
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self._bounds = buckets
+        self._policies: dict[PolicyId, _Policy] = {}
+
+    def _of(self, policy: PolicyId) -> _Policy:
+        found = self._policies.get(policy)
+        if found is None:
+            found = self._policies[policy] = _Policy(str(policy), len(self._bounds))
+        return found
+
+    def observe(self, timings: dict[PolicyId, float]) -> None:
+        """Count each policy as matched, with the seconds its rules took."""
+        bounds = self._bounds
+        for policy, seconds in timings.items():
+            stats = self._of(policy)
+            stats.matched += 1
+            stats.seconds += seconds
+            stats.counts[bisect_left(bounds, seconds)] += 1  # a bucket holds values up to its bound
+
+    def patched(self, policy: PolicyId) -> None:
+        """Count a rule of ``policy`` that changed the object."""
+        self._of(policy).patched += 1
+
+    def collect(self) -> Iterator[Metric]:
+        """The three families, as prometheus-client's Counter and Histogram would write them."""
+        matched = CounterMetricFamily("kinitiras_policy_matched", "Rules of a policy that applied to an object",
+                                      labels=["policy"])
+        patched = CounterMetricFamily("kinitiras_policy_patched", "Rules of a policy that changed an object",
+                                      labels=["policy"])
+        evaluation = HistogramMetricFamily("kinitiras_policy_evaluation_seconds",
+                                           "Time spent evaluating one policy's rules", labels=["policy"])
+        edges = [floatToGoString(bound) for bound in self._bounds] + ["+Inf"]
+        for stats in list(self._policies.values()):
+            matched.add_metric([stats.name], stats.matched)
+            patched.add_metric([stats.name], stats.patched)
+            total, buckets = 0, []
+            for edge, count in zip(edges, stats.counts, strict=True):
+                total += count
+                buckets.append((edge, total))
+            evaluation.add_metric([stats.name], buckets, stats.seconds)
+        yield matched
+        yield patched
+        yield evaluation
 
 
 class _CelResults:
