@@ -36,7 +36,8 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE | re.DOTALL)
 _ROOTS = {"Target": "target", "Namespace": "namespace", "SelectedItem": "selectedItem",
           "SelectKeyParts": "selectKeyParts"}
-_RE2_ONLY_IN_PYTHON = re.compile(r"\(\?[=!<]|\(\?P=|\\[1-9]|[*+?}][+]")
+_NOT_RE2 = re.compile(r"\(\?[=!<]|\(\?P=|\\[1-9]|[*+?}][+]")
+"""Look-around, backreferences, possessive repetition: Python's re reads them, Go's regexp and RE2 refuse them."""
 FUNCTIONS = ("index", "quote", "default", "regexReplaceAll")
 
 
@@ -151,8 +152,9 @@ def _call(name: str, args: list[str]) -> str:
         pattern = args[0]
         if not pattern.startswith('"'):
             raise Untranslatable("regexReplaceAll's pattern must be a literal to be checked")
-        if _RE2_ONLY_IN_PYTHON.search(pattern):
-            raise Untranslatable(f"the pattern {pattern} uses syntax RE2 and Python's re read differently")
+        if _NOT_RE2.search(pattern):
+            raise Untranslatable(f"the pattern {pattern} uses syntax Go's regexp (RE2) refuses: look-around, "
+                                 "backreferences or possessive repetition")
         return f"regexReplaceAll({args[0]}, {args[1]}, {args[2]})"
     raise Untranslatable(f"the function {name} has no translation (translated: {', '.join(FUNCTIONS)})")
 

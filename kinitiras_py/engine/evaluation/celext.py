@@ -41,23 +41,21 @@ KubeMod helpers
     ``kubemod.printed``, ``template.text``, ``template.goText``, ``template.goQuote``,
     ``yaml.decode`` and ``regexReplaceAll``, for rules brought from KubeMod (:mod:`.kubemodlib`).
 
-Regular expressions in ``find``/``findAll`` are Python's ``re`` (Kubernetes uses Go's RE2, as the
-built-in ``matches`` does here): the common syntax agrees, but ``re`` also accepts
-backreferences and look-around and can backtrack for a long time on hostile patterns.
+Regular expressions in ``find``/``findAll`` run on RE2 (:mod:`.regex`), as Kubernetes' do and
+the built-in ``matches`` does here: linear in the input, without backreferences or look-around.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import builtins, kubemodlib
+from kinitiras_py.engine.evaluation import builtins, kubemodlib, regex
 from kinitiras_py.engine.evaluation.quantity import Format, Quantity, is_quantity
 
 Kind = Literal["any", "dyn", "bool", "int", "double", "string", "list"]
@@ -190,23 +188,14 @@ def find(text: str, pattern: str) -> str:
 
 def find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
     """``s.findAll(re[, n])``: successive non-overlapping matches, at most ``n`` when ``n >= 0``."""
-    found: list[str] = []
-    end = -1
-    for match in _regex(pattern).finditer(text):
-        if len(found) == limit:
-            break
-        # Go's FindAllString ignores an empty match right after the previous match.
-        if match.start() == match.end() == end:
-            continue
-        found.append(match.group(0))
-        end = match.end()
-    return found
+    found = regex.go_matches(_regex(pattern), text)
+    return [match.group(0) for match in (found if limit < 0 else itertools.islice(found, limit))]
 
 
-def _regex(pattern: str) -> re.Pattern[str]:
+def _regex(pattern: str) -> Any:
     try:
-        return re.compile(pattern)  # re keeps its own cache of compiled patterns
-    except re.error as e:
+        return regex.compiled(pattern)
+    except ValueError as e:
         raise ValueError(f"Illegal regex {pattern!r}: {e}") from None
 
 

@@ -21,7 +21,6 @@ All take and return small values: a scalar, the text of one rendered value, one 
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from typing import Any
@@ -30,6 +29,7 @@ import orjson
 import yaml
 
 from kinitiras_py.base.typedefs import JSON
+from kinitiras_py.engine.evaluation import regex
 
 MAX_TEXT = 256 * 1024
 """Longest rendered value read as YAML."""
@@ -121,33 +121,33 @@ def _jsonable(value: Any) -> JSON:
 _GO_GROUP = re.compile(r"\$(?:\{(\w+)\}|(\w+)|(\$))")
 
 
-@functools.lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
+def regex_replace_all(pattern: str, text: str, replacement: str) -> str:
+    """Sprig's ``regexReplaceAll``: Go's ``Regexp.ReplaceAllString`` (RE2, ``$1``/``${name}``
+    expanded in ``replacement``)."""
     try:
-        return re.compile(pattern)
-    except re.error as e:
+        compiled = regex.compiled(pattern)
+    except ValueError as e:
         raise ValueError(f"regexReplaceAll: invalid regular expression {pattern!r}: {e}") from None
 
-
-def regex_replace_all(pattern: str, text: str, replacement: str) -> str:
-    """Sprig's ``regexReplaceAll``: Go's ``Regexp.ReplaceAllString``."""
-    compiled = _regex(pattern)
-
-    def expand(m: re.Match[str]) -> str:
+    def expand(m: Any) -> str:
         def group(g: re.Match[str]) -> str:
             if g.group(3):
                 return "$"
             name = g.group(1) or g.group(2)
             try:
                 found = m.group(int(name)) if name.isdigit() else m.group(name)
-            except IndexError:
+            except (IndexError, KeyError):
                 return ""
-            return found or ""
+            return str(found or "")
 
         return _GO_GROUP.sub(group, replacement)
 
-    return compiled.sub(expand, text)
-
+    out: list[str] = []
+    start = 0
+    for match in regex.go_matches(compiled, text):
+        out += (text[start:match.start()], expand(match))
+        start = match.end()
+    return "".join(out) + text[start:]
 
 
 def go_text(value: JSON) -> str:

@@ -192,7 +192,7 @@ def test_a_list_index_out_of_range_fails_as_in_go() -> None:
     ("{{ .Other }}", "not one of KubeMod's template fields"),
     ("{{ upper .Namespace }}", "upper has no translation"),
     ("{{ .Target.syntheticRefs.pod.metadata }}", "namespace and node"),
-    ('{{ regexReplaceAll "(?=a)" .SelectedItem "b" }}', "RE2 and Python"),
+    ('{{ regexReplaceAll "(?=a)" .SelectedItem "b" }}', "Go's regexp (RE2) refuses"),
     ("{{ .Namespace | printf }}", "printf has no translation"),
     ("{{ .Target ", "never closed"),
     ("{{/* note */}}", "comments"),
