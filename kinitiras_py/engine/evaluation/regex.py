@@ -13,17 +13,24 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
-import re2
 
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # a refused pattern fails its rule with the reason; nothing goes to stderr
+@functools.cache
+def _re2() -> tuple[Any, Any]:
+    """The RE2 module and its options, loaded on first use: it holds about 1 MiB that a process
+    whose rules use no regular expression (``matches`` has its own) need not carry."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # a refused pattern fails its rule with the reason; nothing goes to stderr
+    return re2, options
 
 
 @functools.lru_cache(maxsize=256)
 def compiled(pattern: str) -> Any:
     """``pattern`` compiled by RE2; ValueError with RE2's reason when it refuses the pattern."""
+    re2, options = _re2()
     try:
-        return re2.compile(pattern, _OPTIONS)
+        return re2.compile(pattern, options)
     except re2.error as e:
         reason = e.args[0] if e.args else ""
         raise ValueError(reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)) from None

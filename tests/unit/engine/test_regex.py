@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from kinitiras_py.engine.evaluation import celext, kubemodlib
@@ -28,3 +31,20 @@ def test_find_all_takes_gos_matches_and_limit() -> None:
     assert celext.find_all("baaac", "a*") == ["", "aaa", ""]
     assert celext.find_all("baaac", "a*", 2) == ["", "aaa"]
     assert celext.find("ünï 42", "[0-9]+") == "42"
+
+
+LAZY = """
+import sys
+from kinitiras_py.runtime import running
+from kinitiras_py.engine.evaluation import cel
+cel.compile_program("'a1'.matches('[0-9]')").evaluate({})
+print("re2" in sys.modules)
+cel.compile_program("'a1'.find('[0-9]')").evaluate({})
+print("re2" in sys.modules)
+"""
+
+
+def test_re2_is_loaded_by_the_first_pattern_only() -> None:
+    # About 1 MiB a process without such rules does not carry (the memory target is 128 MiB).
+    done = subprocess.run([sys.executable, "-c", LAZY], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["False", "True"]
