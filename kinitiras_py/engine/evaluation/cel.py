@@ -61,7 +61,17 @@ from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_option
 
 from kinitiras_py.base.errors import CelCompileError, CelEvalError
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import bounds, celbridge, celcheck, celext, celmemo, celreads, celvalues, cost
+from kinitiras_py.engine.evaluation import (
+    bounds,
+    celbridge,
+    celcheck,
+    celext,
+    celmemo,
+    celreads,
+    celvalues,
+    cost,
+    regex,
+)
 
 if TYPE_CHECKING:
     from kinitiras_py.engine.evaluation.celbindings import Bindings
@@ -254,6 +264,12 @@ def compile_program(source: str) -> Program:
     if misuse:
         raise CelCompileError(f"{misuse} is an optional value, which cel-expr-python cannot convert; "
                               "unwrap it with .orValue(default) first")
+    for function, pattern in celcheck.regex_literals(serialized):
+        try:
+            regex.compiled(pattern)
+        except ValueError as e:
+            raise CelCompileError(f"{function}: the pattern {pattern!r} is not a regular expression RE2 (and "
+                                  f"Kubernetes) accepts: {e}") from None
     if "optional_type" in expression.return_type().name():
         raise CelCompileError(
             f"the expression evaluates to {expression.return_type().name()}, which has no JSON form; "

@@ -5,6 +5,7 @@ Only :mod:`.cel` uses this.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 # -- optionals must not reach cel-expr-python's conversion to Python ------------------------------
@@ -56,35 +57,68 @@ def fields(buf: bytes) -> list[tuple[int, Any]]:
 _CHILDREN = {5: (1,), 6: (1, 3), 7: (1,), 8: (3, 4), 9: (2, 4, 5, 6, 7)}
 
 
+def _nodes(serialized: bytes) -> Iterator[tuple[int, list[tuple[int, Any]]]]:
+    """Every expression of a checked program (``Expression.serialize()``): its kind (the Expr
+    field set: 3 constant, 4 identifier, 5 select, 6 call, 7 list, 8 map, 9 comprehension) and
+    that field's own fields."""
+    checked = fields(dict(fields(serialized))[2])  # Any.value is the CheckedExpr
+    pending = [v for n, v in checked if n == 4]
+    while pending:
+        for kind, body in fields(pending.pop()):
+            if kind not in _CHILDREN:
+                continue
+            parts = fields(body)
+            yield kind, parts
+            if kind == 8:  # the keys and values are in the entries (field 2)
+                parts = [(n, v) for _, entry in (p for p in parts if p[0] == 2) for n, v in fields(entry)]
+            pending.extend(v for n, v in parts if n in _CHILDREN[kind])
+
+
 def optional_misuse(serialized: bytes, library: frozenset[str]) -> str | None:
     """What in a program would hand an optional to cel-expr-python's conversion, or None."""
-    checked = fields(dict(fields(serialized))[2])  # Any.value is the CheckedExpr
+    checked = fields(dict(fields(serialized))[2])
     types = {entry[1]: entry.get(2, b"") for entry in (dict(fields(v)) for n, v in checked if n == 3)}
 
     def optional(expr: bytes) -> bool:
         return _OPTIONAL in types.get(dict(fields(expr)).get(2, 0), b"")
 
-    pending = [v for n, v in checked if n == 4]
-    while pending:
-        for kind, body in fields(pending.pop()):
-            parts = fields(body) if kind in _CHILDREN else []
-            exposed: list[bytes] = []  # sub-expressions whose values would be converted or hidden
-            name = ""
-            if kind == 6:
-                name = next((v.decode() for n, v in parts if n == 2), "")
-                if name == "dyn" or name in library:
-                    exposed = [v for n, v in parts if n in (1, 3)]
-            elif kind == 7:  # elements marked `[?x]` are unwrapped by the list itself
-                skip = {i for n, v in parts if n == 2 for i in _packed(v)}
-                exposed = [v for i, v in enumerate(v for n, v in parts if n == 1) if i not in skip]
-            elif kind == 8:  # likewise the value of a `{?k: v}` entry (field 5)
-                entries = [dict(fields(v)) for n, v in parts if n == 2]
-                parts = [(n, v) for entry in entries for n, v in entry.items()]
-                exposed = [e[3] for e in entries if 3 in e] + [e[4] for e in entries if 4 in e and not e.get(5)]
-            if any(map(optional, exposed)):
-                return {6: f"an argument of {name}()", 7: "a list element", 8: "a map key or value"}[kind]
-            pending.extend(v for n, v in parts if n in _CHILDREN.get(kind, ()))
+    for kind, parts in _nodes(serialized):
+        exposed: list[bytes] = []  # sub-expressions whose values would be converted or hidden
+        name = ""
+        if kind == 6:
+            name = next((v.decode() for n, v in parts if n == 2), "")
+            if name == "dyn" or name in library:
+                exposed = [v for n, v in parts if n in (1, 3)]
+        elif kind == 7:  # elements marked `[?x]` are unwrapped by the list itself
+            skip = {i for n, v in parts if n == 2 for i in _packed(v)}
+            exposed = [v for i, v in enumerate(v for n, v in parts if n == 1) if i not in skip]
+        elif kind == 8:  # likewise the value of a `{?k: v}` entry (field 5)
+            entries = [dict(fields(v)) for n, v in parts if n == 2]
+            exposed = [e[3] for e in entries if 3 in e] + [e[4] for e in entries if 4 in e and not e.get(5)]
+        if any(map(optional, exposed)):
+            return {6: f"an argument of {name}()", 7: "a list element", 8: "a map key or value"}[kind]
     return None
+
+
+REGEX_FUNCTIONS = ("find", "findAll", "matches", "regexReplaceAll")
+
+
+def regex_literals(serialized: bytes) -> list[tuple[str, str]]:
+    """(function, pattern) for each call of a function of :data:`REGEX_FUNCTIONS` whose pattern
+    is a string literal, so that a pattern RE2 refuses is reported when the program is compiled."""
+    found: list[tuple[str, str]] = []
+    for kind, parts in _nodes(serialized):
+        name = next((v.decode() for n, v in parts if n == 2), "") if kind == 6 else ""
+        if name not in REGEX_FUNCTIONS:
+            continue
+        args = [v for n, v in parts if n == 3]
+        # s.find(re), s.findAll(re[, n]), s.matches(re); matches(s, re); regexReplaceAll(re, s, r)
+        at = 1 if name == "matches" and not any(n == 1 for n, _ in parts) else 0
+        constant = dict(fields(args[at])).get(3) if at < len(args) else None
+        pattern = dict(fields(constant)).get(6) if isinstance(constant, bytes) else None
+        if isinstance(pattern, bytes):
+            found.append((name, pattern.decode()))
+    return found
 
 
 def _packed(value: int | bytes) -> list[int]:

@@ -330,20 +330,27 @@ def test_string_library(source: str, expected: Any) -> None:
 
 
 def test_invalid_regex_is_an_error(capfd: pytest.CaptureFixture[str]) -> None:
-    assert eval_error("'abc'.find('(')") == "Illegal regex '(': missing ): ("
-    assert eval_error("'abc'.findAll('[', 2)") == "Illegal regex '[': missing ]: ["
+    # A pattern known only when the rule runs (a literal one is refused when compiled, below).
+    assert eval_error("'abc'.find(params.p)", params={"p": "("}) == "Illegal regex '(': missing ): ("
+    assert eval_error("'abc'.findAll(params.p, 2)", params={"p": "["}) == "Illegal regex '[': missing ]: ["
     assert capfd.readouterr().err == ""  # the reason is the rule's error, not a line RE2 logs
 
 
-@pytest.mark.parametrize(("pattern", "reason"), [
-    ("(a)\\\\1", "invalid escape sequence"),  # a backreference
-    ("(?=a)", "invalid perl operator"),  # look-ahead
-    ("a{1001}", "invalid repetition size"),
+@pytest.mark.parametrize(("source", "reason"), [
+    ("'aa'.find('(a)\\\\1')", "find: the pattern '(a)\\\\1' is not a regular expression RE2 (and Kubernetes) "
+                               "accepts: invalid escape sequence: \\1"),  # a backreference
+    ("'aa'.findAll('(?=a)', 1)", "findAll: the pattern '(?=a)' is not a regular expression RE2 (and Kubernetes) "
+                                "accepts: invalid perl operator: (?="),  # look-ahead
+    ("['aa'].all(s, s.matches('a{1001}'))", "matches: the pattern 'a{1001}'"),
+    ("matches('aa', '[')", "matches: the pattern '['"),
+    ("{'k': regexReplaceAll('(', 'a', 'b')}", "regexReplaceAll: the pattern '('"),
 ])
-def test_find_takes_the_syntax_kubernetes_takes(pattern: str, reason: str) -> None:
-    # Kubernetes runs find/findAll on Go's regexp (RE2's syntax), as `matches` runs here.
-    assert reason in eval_error(f"'aa'.find('{pattern}')")
-    assert reason in eval_error(f"'aa'.matches('{pattern}')")
+def test_a_literal_pattern_re2_refuses_is_a_compile_error(source: str, reason: str) -> None:
+    # Kubernetes runs find/findAll on Go's regexp (RE2's syntax), as `matches` runs here; a
+    # policy whose rule could never run is refused when admitted, naming the pattern.
+    with pytest.raises(CelCompileError) as info:
+        compile_program(source)
+    assert str(info.value).startswith(reason)
 
 
 FIND_BACKTRACKING = """

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from kinitiras_py.base.errors import PolicyErrors
+from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import celext, kubemodlib
 
 
@@ -37,9 +39,9 @@ LAZY = """
 import sys
 from kinitiras_py.runtime import running
 from kinitiras_py.engine.evaluation import cel
-cel.compile_program("'a1'.matches('[0-9]')").evaluate({})
+cel.compile_program("'a1'.startsWith(params.p)").evaluate({"params": {"p": "a"}})
 print("re2" in sys.modules)
-cel.compile_program("'a1'.find('[0-9]')").evaluate({})
+cel.compile_program("'a1'.find(params.p)").evaluate({"params": {"p": "[0-9]"}})
 print("re2" in sys.modules)
 """
 
@@ -48,3 +50,19 @@ def test_re2_is_loaded_by_the_first_pattern_only() -> None:
     # About 1 MiB a process without such rules does not carry (the memory target is 128 MiB).
     done = subprocess.run([sys.executable, "-c", LAZY], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.split() == ["False", "True"]
+
+
+NAMED = "object.metadata.name.find('(?<=web)-.*') == '' ? [] : []"
+
+
+def test_a_policy_with_a_pattern_re2_refuses_is_refused_naming_the_rule() -> None:
+    policy = {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy",
+              "metadata": {"name": "p"},
+              "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                       "overrideRules": [{"overriders": {"cel": "[]"}},
+                                         {"overriders": {"cel": NAMED}}]}}
+    with pytest.raises(PolicyErrors) as refused:
+        compile_policy(policy)
+    error = refused.value.errors[0]
+    assert error.path == "spec.overrideRules[1].overriders.cel"
+    assert "find: the pattern '(?<=web)-.*' is not a regular expression RE2" in error.reason
