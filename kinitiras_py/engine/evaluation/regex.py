@@ -17,7 +17,7 @@ from typing import Any
 @functools.cache
 def _re2() -> tuple[Any, Any]:
     """The RE2 module and its options, loaded on first use: it holds about 1 MiB that a process
-    whose rules use no regular expression (``matches`` has its own) need not carry."""
+    whose rules use no regular expression need not carry."""
     import re2
 
     options = re2.Options()
