@@ -1,6 +1,8 @@
-"""Refusing CEL programs that would crash cel-expr-python 0.1.3 (optionals in containers).
+"""Reading a checked CEL program: what would crash cel-expr-python 0.1.3 (optionals in
+containers), and the literal patterns of its regular-expression calls (checked by RE2 when the
+program is compiled).
 
-Only :mod:`.cel` uses this.
+Only :mod:`.cel` uses this (and :mod:`.celreads` its protobuf reader).
 """
 
 from __future__ import annotations
