@@ -28,7 +28,7 @@ cel-expr-python 0.1.3, and what this module does about it
     * Optionals: converting one inside a list, a map or an argument crashes the process, so an
       optional may not be a list element, a map key or value, the argument of ``dyn()`` or of a
       library function (``[?x]`` and ``{?k: x}`` are fine), nor the result: unwrap it with
-      ``orValue()``. This is checked at compile time (:func:`celcheck.optional_misuse`).
+      ``orValue()``. This is checked at compile time (:func:`celcheck.inspect`).
     * The branches of ``c ? a : b`` must have one static type: ``c ? {'a': 1} : {'b': 'x'}``
       does not compile, ``c ? dyn({'a': 1}) : dyn({'b': 'x'})`` does.
     * Selecting a field of ``null`` is an error, even under ``has()`` or ``.?``: on CREATE
@@ -260,11 +260,11 @@ def compile_program(source: str) -> Program:
     except RuntimeError as e:
         raise CelCompileError(_clean(str(e))) from None
     serialized = expression.serialize()
-    misuse = celcheck.optional_misuse(serialized, _LIBRARY)
-    if misuse:
-        raise CelCompileError(f"{misuse} is an optional value, which cel-expr-python cannot convert; "
-                              "unwrap it with .orValue(default) first")
-    for function, pattern in celcheck.regex_literals(serialized):
+    found = celcheck.inspect(serialized, _LIBRARY)
+    if found.optional_misuse:
+        raise CelCompileError(f"{found.optional_misuse} is an optional value, which cel-expr-python cannot "
+                              "convert; unwrap it with .orValue(default) first")
+    for function, pattern in found.regex_literals:
         try:
             regex.compiled(pattern)
         except ValueError as e:
@@ -309,7 +309,7 @@ def _result(result: Any) -> JSON:
     try:
         # plain_value() drops a reference to None for every null it converts (fatal once None's
         # count reaches zero, before Python 3.12 made None immortal) and crashes the process on
-        # an optional inside a map (which celcheck.optional_misuse should already have refused).
+        # an optional inside a map (which celcheck.inspect should already have refused).
         # Results whose debug text shows either take the slow path.
         text = repr(result)
         plain = celvalues.careful(result) if "null" in text or "optional." in text else result.plain_value()

@@ -8,6 +8,7 @@ Only :mod:`.cel` uses this (and :mod:`.celreads` its protobuf reader).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 # -- optionals must not reach cel-expr-python's conversion to Python ------------------------------
@@ -59,11 +60,10 @@ def fields(buf: bytes) -> list[tuple[int, Any]]:
 _CHILDREN = {5: (1,), 6: (1, 3), 7: (1,), 8: (3, 4), 9: (2, 4, 5, 6, 7)}
 
 
-def _nodes(serialized: bytes) -> Iterator[tuple[int, list[tuple[int, Any]]]]:
-    """Every expression of a checked program (``Expression.serialize()``): its kind (the Expr
+def _nodes(checked: list[tuple[int, Any]]) -> Iterator[tuple[int, list[tuple[int, Any]]]]:
+    """Every expression of a checked program (the fields of its CheckedExpr): its kind (the Expr
     field set: 3 constant, 4 identifier, 5 select, 6 call, 7 list, 8 map, 9 comprehension) and
     that field's own fields."""
-    checked = fields(dict(fields(serialized))[2])  # Any.value is the CheckedExpr
     pending = [v for n, v in checked if n == 4]
     while pending:
         for kind, body in fields(pending.pop()):
@@ -76,21 +76,41 @@ def _nodes(serialized: bytes) -> Iterator[tuple[int, list[tuple[int, Any]]]]:
             pending.extend(v for n, v in parts if n in _CHILDREN[kind])
 
 
-def optional_misuse(serialized: bytes, library: frozenset[str]) -> str | None:
-    """What in a program would hand an optional to cel-expr-python's conversion, or None."""
-    checked = fields(dict(fields(serialized))[2])
+REGEX_FUNCTIONS = ("find", "findAll", "matches", "regexReplaceAll")
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What one walk of a checked program found (:func:`inspect`)."""
+
+    optional_misuse: str | None
+    """What in the program would hand an optional to cel-expr-python's conversion, or None."""
+    regex_literals: list[tuple[str, str]]
+    """(function, pattern) for each call of a function of :data:`REGEX_FUNCTIONS` whose pattern
+    is a string literal, so that a pattern RE2 refuses is reported when the program is compiled."""
+
+
+def inspect(serialized: bytes, library: frozenset[str]) -> Findings:
+    """Walk a checked program once (``library``: the names of our functions, which take their
+    arguments converted); the walk stops at the first optional misuse."""
+    checked = fields(dict(fields(serialized))[2])  # Any.value is the CheckedExpr
     types = {entry[1]: entry.get(2, b"") for entry in (dict(fields(v)) for n, v in checked if n == 3)}
 
     def optional(expr: bytes) -> bool:
         return _OPTIONAL in types.get(dict(fields(expr)).get(2, 0), b"")
 
-    for kind, parts in _nodes(serialized):
+    patterns: list[tuple[str, str]] = []
+    for kind, parts in _nodes(checked):
         exposed: list[bytes] = []  # sub-expressions whose values would be converted or hidden
         name = ""
         if kind == 6:
             name = next((v.decode() for n, v in parts if n == 2), "")
             if name == "dyn" or name in library:
                 exposed = [v for n, v in parts if n in (1, 3)]
+            if name in REGEX_FUNCTIONS:
+                pattern = _pattern(name, parts)
+                if pattern is not None:
+                    patterns.append((name, pattern))
         elif kind == 7:  # elements marked `[?x]` are unwrapped by the list itself
             skip = {i for n, v in parts if n == 2 for i in _packed(v)}
             exposed = [v for i, v in enumerate(v for n, v in parts if n == 1) if i not in skip]
@@ -98,29 +118,19 @@ def optional_misuse(serialized: bytes, library: frozenset[str]) -> str | None:
             entries = [dict(fields(v)) for n, v in parts if n == 2]
             exposed = [e[3] for e in entries if 3 in e] + [e[4] for e in entries if 4 in e and not e.get(5)]
         if any(map(optional, exposed)):
-            return {6: f"an argument of {name}()", 7: "a list element", 8: "a map key or value"}[kind]
-    return None
+            where = {6: f"an argument of {name}()", 7: "a list element", 8: "a map key or value"}[kind]
+            return Findings(where, patterns)
+    return Findings(None, patterns)
 
 
-REGEX_FUNCTIONS = ("find", "findAll", "matches", "regexReplaceAll")
-
-
-def regex_literals(serialized: bytes) -> list[tuple[str, str]]:
-    """(function, pattern) for each call of a function of :data:`REGEX_FUNCTIONS` whose pattern
-    is a string literal, so that a pattern RE2 refuses is reported when the program is compiled."""
-    found: list[tuple[str, str]] = []
-    for kind, parts in _nodes(serialized):
-        name = next((v.decode() for n, v in parts if n == 2), "") if kind == 6 else ""
-        if name not in REGEX_FUNCTIONS:
-            continue
-        args = [v for n, v in parts if n == 3]
-        # s.find(re), s.findAll(re[, n]), s.matches(re); matches(s, re); regexReplaceAll(re, s, r)
-        at = 1 if name == "matches" and not any(n == 1 for n, _ in parts) else 0
-        constant = dict(fields(args[at])).get(3) if at < len(args) else None
-        pattern = dict(fields(constant)).get(6) if isinstance(constant, bytes) else None
-        if isinstance(pattern, bytes):
-            found.append((name, pattern.decode()))
-    return found
+def _pattern(name: str, parts: list[tuple[int, Any]]) -> str | None:
+    """The literal pattern of a call of ``name`` (one of :data:`REGEX_FUNCTIONS`), or None."""
+    args = [v for n, v in parts if n == 3]
+    # s.find(re), s.findAll(re[, n]), s.matches(re); matches(s, re); regexReplaceAll(re, s, r)
+    at = 1 if name == "matches" and not any(n == 1 for n, _ in parts) else 0
+    constant = dict(fields(args[at])).get(3) if at < len(args) else None
+    pattern = dict(fields(constant)).get(6) if isinstance(constant, bytes) else None
+    return pattern.decode() if isinstance(pattern, bytes) else None
 
 
 def _packed(value: int | bytes) -> list[int]:
