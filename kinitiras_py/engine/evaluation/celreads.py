@@ -305,16 +305,10 @@ def _take(value: Any, node: _Node, taken: dict[int, tuple[Path, bool]]) -> Any:
     out: dict[str, Any] = {}
     if every is None and not node.size:
         for key, child in node.children.items():  # no loop over the map reads it: its order is free
-            if key not in value:
-                taken[id(child.deep)] = child.deep
-                continue
-            item = value[key]
-            leaf = type(item)
-            if child.whole or (leaf is not dict and leaf is not list):  # _take's first case, without a call
-                taken[id(child.deep)] = child.deep
-                out[key] = item
+            if key in value:
+                out[key] = _take(value[key], child, taken)
             else:
-                out[key] = _take(item, child, taken)
+                taken[id(child.deep)] = child.deep
         return out
     for key, item in value.items():
         found = node.children.get(key, every)
