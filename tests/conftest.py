@@ -20,6 +20,7 @@ import pytest
 import yaml
 from aiohttp import web
 
+from kinitiras_py.admission import mutationmemo
 from kinitiras_py.dev import controlplane
 from kinitiras_py.dev.rest import Rest
 from kinitiras_py.engine.evaluation import celmemo
@@ -31,10 +32,13 @@ DATA = ROOT / "tests" / "data"
 
 @pytest.fixture(autouse=True)
 def fresh_cel_results() -> Iterator[None]:
-    """Each test starts with an empty CEL result cache (on, as served), whatever earlier tests kept."""
+    """Each test starts with an empty CEL result cache and memory of mutations (on, as served),
+    whatever earlier tests kept."""
     celmemo.configure(celmemo.DEFAULT_BYTES)
+    mutationmemo.configure(mutationmemo.DEFAULT_BYTES)
     yield
     celmemo.configure(celmemo.DEFAULT_BYTES)
+    mutationmemo.configure(mutationmemo.DEFAULT_BYTES)
 
 
 @dataclass(frozen=True)

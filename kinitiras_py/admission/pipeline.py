@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kinitiras_py.admission import sidecars
+from kinitiras_py.admission import mutationmemo, sidecars
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import conditions, jsrules, overriding, selection, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
@@ -35,6 +35,10 @@ class Request:
     sizes: Mapping[str, int] = field(default_factory=dict)
     """At most how many bytes ``object`` and ``oldObject`` serialize to, where known (the review's
     decoding measured them): rules' size bounds are checked without serialising them again."""
+    fingerprint: bytes | None = None
+    """Bytes that differ whenever anything differs that selection and rules can see of the request
+    (its operation, namespace, userInfo, dryRun and objects as received), when the review's
+    decoding wrote them; None otherwise. Mutations are remembered by it (:mod:`.mutationmemo`)."""
 
     @property
     def measured(self) -> dict[str, tuple[Obj | None, int]]:
@@ -168,8 +172,13 @@ class Pipeline:
     async def _mutate_tier(self, request: Request, obj: Obj, tier: int | None, until: float) -> Mutation:
         """The override policies of ``tier`` (None: every tier) applied to ``obj``; ``until`` is when
         the request's time runs out."""
-        found = self.overrides.matching(obj, request.operation, request.namespace)
-        matches = list(found) if tier is None else [m for m in found if m[0].tier == tier]
+        generation = self.overrides.generation  # of the index that finds the matches, with no await between
+        # A later tier's object was changed: the request's fingerprint and size are not its own.
+        received = obj is request.object
+        found = mutationmemo.MUTATIONS.matches(
+            generation, request.fingerprint if received else None,
+            lambda: list(self.overrides.matching(obj, request.operation, request.namespace)))
+        matches = found if tier is None else [m for m in found if m[0].tier == tier]
         if not matches:
             return Mutation(object=obj)
         features = self.overrides.features(matches)
@@ -188,9 +197,28 @@ class Pipeline:
         if features & selection.SIDECARS:
             programs, missing = await sidecars.programs(matches, obj, self.store, self.lookup_timeout)
             errors.update(missing)
+        started = time.perf_counter()
+        memo = mutationmemo.key(request.fingerprint if received else None, generation, matches, features,
+                                variables["namespaceObject"], params, errors, programs)
+        if memo is not None:
+            recalled = mutationmemo.MUTATIONS.recall(memo, time.perf_counter() - started)
+            if recalled is not None:
+                return recalled
+        mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
+                                         request, received, until)
+        if memo is not None:
+            mutationmemo.MUTATIONS.remember(memo, mutation)
+        return mutation
+
+    @staticmethod
+    async def _run_rules(matches: list[tuple[CompiledPolicy, Any]], obj: Obj, variables: dict[str, Any],
+                         params: dict[tuple[str, int], dict[str, JSON]], errors: dict[tuple[str, int], str],
+                         programs: dict[tuple[str, int], Program], features: int, request: Request,
+                         received: bool, until: float) -> Mutation:
+        """The matched override rules applied to ``obj``, off the event loop when they may run long."""
         every = [p for _, rule in matches for p in (rule.rendered, rule.cel)]
         every += programs.values()
-        size = request.size if obj is request.object else None  # a later tier's object was changed
+        size = request.size if received else None
         if not features & selection.JAVASCRIPT:
             if runs_long(every, obj, size):
                 # Off the event loop: it serves probes and keeps the deadline whenever our functions run.

@@ -92,7 +92,7 @@ def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu:
            profile: str | None, cel_results: bool) -> None:
     """Child process: serve ours over ``policies`` (the floor when None) until told to stop;
     with ``profile``, under cProfile, the statistics written to that file at the end; without
-    ``cel_results``, with the CEL result cache off."""
+    ``cel_results``, with the CEL result cache and the mutation memory off."""
     from kinitiras_py.base import logs
     from kinitiras_py.webhook.server import Server, server_context
 
@@ -106,6 +106,7 @@ def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu:
 
             app = floor.make_app()
         else:
+            from kinitiras_py.admission import mutationmemo
             from kinitiras_py.engine.evaluation import celmemo
             from kinitiras_py.offline.apply import build_pipeline, compile_all
             from kinitiras_py.webhook.app import make_app
@@ -114,6 +115,7 @@ def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu:
 
             if not cel_results:
                 celmemo.configure(0)
+                mutationmemo.configure(0)
             app = make_app(Handlers(build_pipeline(compile_all(policies)), Metrics()))
         context = server_context(Path(cert_dir, "tls.crt"), Path(cert_dir, "tls.key"))
         server = Server(app, "127.0.0.1", 0, context)

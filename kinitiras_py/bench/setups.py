@@ -102,7 +102,7 @@ class Ours:
 async def ours(kube: Kube, log: Callable[[str], None], start_timeout: float = 90.0,
                cel_results: bool = True) -> AsyncIterator[Ours]:
     """``kinitiras-py serve`` at info level, registered as ``kinitiras-bench`` (its CEL result cache
-    off unless ``cel_results``); on exit its policies, configurations and process are removed."""
+    and mutation memory off unless ``cel_results``); on exit its policies, configurations and process are removed."""
     from kinitiras_py.certs import authority
     from kinitiras_py.dev import processes
 
@@ -119,7 +119,7 @@ async def ours(kube: Kube, log: Callable[[str], None], start_timeout: float = 90
             "--bind-address=127.0.0.1", f"--port={port}", f"--cert-dir={work}", "--log-level=info",
             f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=",
             f"--mutating-config={CONFIG}", f"--validating-config={CONFIG}",
-            *(() if cel_results else ("--cel-results-mib=0",))], log_file)
+            *(() if cel_results else ("--cel-results-mib=0", "--mutation-results-mib=0"))], log_file)
         state = Ours(kube, log)
         try:
             await _wait_ready(f"https://127.0.0.1:{port}/readyz", ca.cert, pid, log_file, start_timeout)

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from kinitiras_py.admission import mutationmemo
 from kinitiras_py.engine.evaluation import celmemo
 
 
@@ -26,6 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cel-results-mib", type=_mebibytes, default=celmemo.DEFAULT_BYTES / 2**20,
                    help="memory for CEL results remembered by the parts of an object a rule reads, so Pods of "
                         "one template are evaluated once (0 switches it off; default %(default)s)")
+    p.add_argument("--mutation-results-mib", type=_mebibytes, default=mutationmemo.DEFAULT_BYTES / 2**20,
+                   help="memory for whole mutations remembered by everything they depend on, so identical "
+                        "objects (a Deployment's replicas) are answered without running the rules again "
+                        "(0 switches it off; default %(default)s)")
     p.add_argument("--mutating-config", default="kinitiras-py", help="MutatingWebhookConfiguration name")
     p.add_argument("--validating-config", default="kinitiras-py", help="ValidatingWebhookConfiguration name")
     p.add_argument("--webhook-url", help="base URL the API server calls (e.g. https://127.0.0.1:8443); "
@@ -104,6 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
         register=not args.no_register, label_namespaces=args.label_excluded_namespaces,
         kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
         cel_results_bytes=int(args.cel_results_mib * 1024 * 1024),
+        mutation_results_bytes=int(args.mutation_results_mib * 1024 * 1024),
     )
     asyncio.run(running.run(settings))
     return 0

@@ -16,6 +16,7 @@ namespaces nor to cluster-scoped objects (kinitiras did not check).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -49,6 +50,8 @@ INJECTS = 8
 NAMESPACE = 16
 """A condition or rule that may read ``namespaceObject`` (the request's Namespace is then looked
 up): CEL that reads it (or may read anything), and every sidecar and JavaScript rule."""
+_GENERATIONS = itertools.count(1)
+"""Stamps of index contents, unique in the process (see :attr:`PolicyIndex.generation`)."""
 
 
 def policy_features(policy: CompiledPolicy) -> int:
@@ -201,6 +204,10 @@ class PolicyIndex:
         self._tier_list: list[int] = []
         self._features: dict[int, int] = {}
         """:func:`policy_features` of the indexed policies that use any, by id() (the index keeps them alive)."""
+        self.generation = next(_GENERATIONS)
+        """Changes with every put and remove, never to a value any index in the process had: the
+        policies indexed under one generation are always the same objects, alive while indexed,
+        so (generation, id() of a policy) names one policy for good."""
         for policy in policies:
             self.put(policy)
 
@@ -225,6 +232,7 @@ class PolicyIndex:
         for bucket, guard in self._entries_of[key]:
             self._buckets.setdefault(bucket, _Bucket()).add(guard, key, policy)
         self._cache.clear()
+        self.generation = next(_GENERATIONS)
 
     def remove(self, kind: str, namespace: str | None, name: str) -> None:
         """Drop a policy if present."""
@@ -243,6 +251,7 @@ class PolicyIndex:
             if not bucket:
                 del self._buckets[bucket_key]
         self._cache.clear()
+        self.generation = next(_GENERATIONS)
 
     def tiers(self) -> list[int]:
         """The execution tiers the policies are in, lowest first ([0] or [] for most setups)."""

@@ -7,6 +7,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 
+from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base import aiotasks
 from kinitiras_py.cluster import client as cluster_client
@@ -49,6 +50,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     gate = CoverageGate(watch, on_in_force=lambda p: status.on_change(p.kind, p.namespace or None, p.name, p, None))
     indexes: CoverageGate | PolicyWatch = gate if settings.register else watch
     celmemo.configure(settings.cel_results_bytes)
+    mutationmemo.configure(settings.mutation_results_bytes)
     pipeline = Pipeline(indexes.overrides, indexes.validations, store, http, lookup_timeout=settings.lookup_timeout)
     cert_dir = settings.server.cert_dir
 

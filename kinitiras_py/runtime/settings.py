@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kinitiras_py.admission import mutationmemo
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.registration.builder import Registration
 from kinitiras_py.runtime.certificates import CertSettings
@@ -38,3 +39,5 @@ class Settings:
     """Below the deadline, so an overrunning lookup is decided by the rule's failurePolicy."""
     cel_results_bytes: int = celmemo.DEFAULT_BYTES
     """Memory for CEL results remembered by the parts of the object a rule read (0: none)."""
+    mutation_results_bytes: int = mutationmemo.DEFAULT_BYTES
+    """Memory for whole mutations remembered by all their inputs (0: none)."""

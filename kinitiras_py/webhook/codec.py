@@ -95,9 +95,10 @@ def decode(body: bytes) -> Review:
         raise ReviewError(f"the {operation} request carries no object")
     if operation == "UPDATE" and not isinstance(old, dict):
         raise ReviewError("the UPDATE request carries no oldObject")
-    sizes = shape.check_request(req)
+    written = shape.check_request(req)
     if operation == "DELETE":
-        sizes = {"object": sizes["oldObject"]} if "oldObject" in sizes else {}
+        written = {"object": written["oldObject"]} if "oldObject" in written else {}
+    sizes = {name: len(blob) for name, blob in written.items()}
     namespace = req.get("namespace") or ""
     if namespace:
         # Objects created by controllers (e.g. Pods from a ReplicaSet) can arrive without
@@ -111,11 +112,30 @@ def decode(body: bytes) -> Review:
         obj, old = filled["object"], filled["oldObject"]
     user_info = req.get("userInfo")
     user: Obj = user_info if isinstance(user_info, dict) else {}
+    dry_run = req.get("dryRun") is True
     request = Request(operation=operation, object=obj if isinstance(obj, dict) else {},
                       old_object=old if isinstance(old, dict) else None,
-                      namespace=namespace, user_info=user, dry_run=req.get("dryRun") is True, size=len(body),
-                      sizes=sizes)
+                      namespace=namespace, user_info=user, dry_run=dry_run, size=len(body),
+                      sizes=sizes, fingerprint=_fingerprint(operation, namespace, user, dry_run, obj, old, written))
     return Review(api_version=str(api_version), uid=uid, request=request, raw=req)
+
+
+def _fingerprint(operation: str, namespace: str, user: Obj, dry_run: bool, obj: object, old: object,
+                 written: dict[str, bytes]) -> bytes | None:
+    """Everything of the request that rules and selection can see, as bytes that differ whenever
+    it does (:attr:`Request.fingerprint`): the request's fields, then the objects as received
+    (before the namespace is filled in: the namespace is in the fields). JSON holds no NUL byte,
+    so the parts cannot run into one another. None when an object has no exact JSON."""
+    try:
+        parts = [orjson.dumps([operation, namespace, user, dry_run])]
+    except orjson.JSONEncodeError:
+        return None
+    for name, value in (("object", obj), ("oldObject", old)):
+        blob = b"" if value is None else written.get(name)
+        if blob is None:
+            return None
+        parts.append(blob)
+    return b"\0".join(parts)
 
 
 def _with_namespace(obj: object, namespace: str) -> object:

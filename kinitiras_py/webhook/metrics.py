@@ -12,6 +12,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
+from kinitiras_py.admission import mutationmemo
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, Verdict
 
@@ -42,7 +43,7 @@ class Metrics:
         self.informer_synced = Gauge("kinitiras_informer_synced", "1 when the informer for a kind has synced",
                                      ["kind"], registry=r)
         self.policies = Gauge("kinitiras_policies", "Policies in the index by kind", ["kind"], registry=r)
-        r.register(_CelResults())
+        r.register(_Results())
         self._children: dict[tuple[str, tuple[str, ...]], Any] = {}
 
     def child(self, metric: Any, *values: str) -> Any:
@@ -144,8 +145,9 @@ class _PolicyStats:
         yield evaluation
 
 
-class _CelResults:
-    """The CEL result cache's counters (:mod:`.celmemo`), read when scraped."""
+class _Results:
+    """The counters of the CEL result cache (:mod:`.celmemo`) and of the memory of mutations
+    (:mod:`.mutationmemo`), read when scraped."""
 
     def collect(self) -> Iterator[Metric]:
         results = celmemo.RESULTS
@@ -156,3 +158,11 @@ class _CelResults:
                                   value=results.misses)
         yield GaugeMetricFamily("kinitiras_cel_results_bytes", "Memory held by the CEL result cache",
                                 value=results.size)
+        mutations = mutationmemo.MUTATIONS
+        yield CounterMetricFamily("kinitiras_mutation_results_looked_up",
+                                  "Mutations answered from the memory of mutations, no rule run", value=mutations.hits)
+        yield CounterMetricFamily("kinitiras_mutation_results_evaluated",
+                                  "Mutations the memory of mutations could have answered but had no entry for",
+                                  value=mutations.misses)
+        yield GaugeMetricFamily("kinitiras_mutation_results_bytes", "Memory held by the memory of mutations",
+                                value=mutations.size)

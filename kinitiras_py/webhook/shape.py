@@ -75,10 +75,10 @@ def _strings_list(value: object, path: str) -> None:
             raise _fail(f"{path}[{i}]", "a string", item)
 
 
-def check_request(req: Obj) -> dict[str, int]:
+def check_request(req: Obj) -> dict[str, bytes]:
     """Raise ReviewError naming the first field of ``request`` with the wrong type; else the
-    serialized bytes of ``object`` and ``oldObject`` (those present and plain JSON), measured
-    by the depth check anyway."""
+    JSON of ``object`` and ``oldObject`` (those present and plain JSON), which the depth check
+    writes anyway."""
     for key in _STRINGS:
         _string(req, key, "request")
     for key, fields in _GVKS.items():
@@ -97,17 +97,17 @@ def check_request(req: Obj) -> dict[str, int]:
         for key, values in (extra or {}).items():
             _strings_list(values, f"request.userInfo.extra[{key!r}]")
     _object(req.get("options"), "request.options")
-    sizes: dict[str, int] = {}
+    written: dict[str, bytes] = {}
     for key in ("object", "oldObject"):
-        size = check_object(req.get(key), f"request.{key}")
-        if size is not None:
-            sizes[key] = size
-    return sizes
+        blob = check_object(req.get(key), f"request.{key}")
+        if blob is not None:
+            written[key] = blob
+    return written
 
 
-def check_object(value: object, path: str) -> int | None:
+def check_object(value: object, path: str) -> bytes | None:
     """Raise ReviewError when ``value`` (None is fine) is not a Kubernetes object the engine can
-    read; else its serialized bytes (None: absent, or not plain JSON)."""
+    read; else its JSON (None: absent, or not plain JSON)."""
     obj = _object(value, path)
     if obj is None:
         return None
@@ -132,12 +132,12 @@ def check_object(value: object, path: str) -> int | None:
             controller = owner.get("controller")
             if controller is not None and not isinstance(controller, bool):
                 raise _fail(f"{where}.controller", "a bool", controller)
-    deep, size = _measured(obj)
+    deep, blob = _written(obj)
     too_deep = _deeper_than(obj, MAX_DEPTH) if deep else None
     if too_deep is not None:
         shown = "".join(too_deep[:8]) + ("..." if len(too_deep) > 8 else "")
         raise ReviewError(f"{path} is nested deeper than {MAX_DEPTH} levels (at {path}{shown})")
-    return size
+    return blob
 
 
 def _children(value: object) -> Iterator[tuple[str, object]]:
@@ -169,17 +169,17 @@ _WRAPPERS = _orjson_depth() - MAX_DEPTH - 1
 MAX_DEPTH levels (the object itself is one more)."""
 
 
-def _measured(obj: Obj) -> tuple[bool, int | None]:
-    """Whether containers nest more than MAX_DEPTH levels below ``obj``, and its serialized
-    bytes (None when too deep, or when orjson refuses it for another reason: an integer beyond
-    64 bits). orjson, which refuses to serialise past its own depth limit, tells at C speed (8 µs
-    for a Pod, 65 µs in Python) and measures the object on the way; what it refuses for another
-    reason is measured in Python."""
+def _written(obj: Obj) -> tuple[bool, bytes | None]:
+    """Whether containers nest more than MAX_DEPTH levels below ``obj``, and its JSON (None when
+    too deep, or when orjson refuses it for another reason: an integer beyond 64 bits). orjson,
+    which refuses to serialise past its own depth limit, tells at C speed (8 µs for a Pod, 65 µs
+    in Python) and writes the object on the way; what it refuses for another reason is measured
+    in Python."""
     wrapped: Any = obj
     for _ in range(_WRAPPERS):
         wrapped = [wrapped]
     try:
-        return False, len(orjson.dumps(wrapped)) - 2 * _WRAPPERS
+        return False, orjson.dumps(wrapped)[_WRAPPERS:-_WRAPPERS]
     except orjson.JSONEncodeError as e:
         if "Recursion limit" in str(e):
             return True, None

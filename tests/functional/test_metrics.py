@@ -88,10 +88,12 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     handlers = make_handlers([OVERSELL, LABEL_CM, DENY_NS, CM_CHECK, owner_policy("Ignore"), fail_on_accounts])
     client: TestClient = await aiohttp_client(make_app(handlers))
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
+    renamed = {**DEPLOYMENT, "metadata": {**DEPLOYMENT["metadata"], "name": "another"}}
     for endpoint, body in [("/mutate", review("CREATE", DEPLOYMENT)), ("/mutate", review("CREATE", cm)),
                            ("/mutate", review("CREATE", SECRET)), ("/mutate", review("CREATE", ACCOUNT)),
                            ("/validate", review("DELETE", None, PROTECTED)), ("/validate", review("CREATE", cm)),
-                           ("/mutate", b"{not json"), ("/mutate", review("CREATE", DEPLOYMENT))]:
+                           ("/mutate", b"{not json"), ("/mutate", review("CREATE", DEPLOYMENT)),
+                           ("/mutate", review("CREATE", renamed))]:
         await post(client, endpoint, body)
     synced = _Informer()
     synced.synced.set()
@@ -102,28 +104,31 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     ignore, fail, protect = "ClusterOverridePolicy owner-ignore", "ClusterOverridePolicy owner-fail", \
         "ClusterValidatePolicy protect-ns"
     expected = {
-        ("kinitiras_webhook_requests_total", (("code", "200"), ("endpoint", "mutate"))): 4.0,
+        ("kinitiras_webhook_requests_total", (("code", "200"), ("endpoint", "mutate"))): 5.0,
         ("kinitiras_webhook_requests_total", (("code", "400"), ("endpoint", "mutate"))): 1.0,
         ("kinitiras_webhook_requests_total", (("code", "403"), ("endpoint", "mutate"))): 1.0,  # owner-fail
         ("kinitiras_webhook_requests_total", (("code", "403"), ("endpoint", "validate"))): 1.0,
         ("kinitiras_webhook_requests_total", (("code", "200"), ("endpoint", "validate"))): 1.0,
-        ("kinitiras_webhook_request_duration_seconds_count", (("endpoint", "mutate"),)): 6.0,
+        ("kinitiras_webhook_request_duration_seconds_count", (("endpoint", "mutate"),)): 7.0,
         ("kinitiras_webhook_request_duration_seconds_count", (("endpoint", "validate"),)): 2.0,
         ("kinitiras_webhook_requests_in_flight", (("endpoint", "mutate"),)): 0.0,
-        ("kinitiras_policy_matched_total", (("policy", oversell),)): 2.0,
+        ("kinitiras_policy_matched_total", (("policy", oversell),)): 3.0,
         ("kinitiras_policy_matched_total", (("policy", label_cm),)): 1.0,
         ("kinitiras_policy_matched_total", (("policy", ignore),)): 1.0,
         ("kinitiras_policy_matched_total", (("policy", fail),)): 1.0,
         ("kinitiras_policy_matched_total", (("policy", protect),)): 1.0,
-        ("kinitiras_policy_patched_total", (("policy", oversell),)): 2.0,
+        ("kinitiras_policy_patched_total", (("policy", oversell),)): 3.0,
         ("kinitiras_policy_patched_total", (("policy", label_cm),)): 1.0,
         ("kinitiras_policy_rejected_total", (("action", "Deny"), ("policy", protect))): 1.0,
         ("kinitiras_policy_errors_total", (("outcome", "ignored"), ("policy", ignore))): 1.0,
         ("kinitiras_policy_errors_total", (("outcome", "denied"), ("policy", fail))): 1.0,
         ("kinitiras_policy_errors_total", (("outcome", "ignored"), ("policy", "ClusterValidatePolicy cm-check"))): 1.0,
         ("kinitiras_policy_matched_total", (("policy", "ClusterValidatePolicy cm-check"),)): 1.0,
-        ("kinitiras_policy_evaluation_seconds_count", (("policy", oversell),)): 2.0,
-        # The second Deployment's oversell result is looked up: the same parts were evaluated before.
+        ("kinitiras_policy_evaluation_seconds_count", (("policy", oversell),)): 3.0,
+        # The second Deployment, the same as the first, is answered from the memory of mutations
+        # (no rule runs); the renamed one is evaluated again, but its oversell program reads the
+        # same parts as before, so that program's result is looked up.
+        ("kinitiras_mutation_results_looked_up_total", ()): 1.0,
         ("kinitiras_cel_results_looked_up_total", ()): 1.0,
         ("kinitiras_policy_evaluation_seconds_count", (("policy", label_cm),)): 1.0,
         ("kinitiras_policy_evaluation_seconds_count", (("policy", protect),)): 1.0,
@@ -135,13 +140,16 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     assert {key: found.get(key) for key in expected} == expected
     assert found[("kinitiras_cel_results_evaluated_total", ())] >= 1.0
     assert found[("kinitiras_cel_results_bytes", ())] > 0
+    assert found[("kinitiras_mutation_results_evaluated_total", ())] >= 1.0
+    assert found[("kinitiras_mutation_results_bytes", ())] > 0
     for name in ("kinitiras_webhook_request_duration_seconds_sum", "kinitiras_policy_evaluation_seconds_sum"):
         assert all(v > 0 for (sample, _labels), v in found.items() if sample == name)
     # Every family the registry exports is one this test moved.
     exported = {f.name for f in text_string_to_metric_families(handlers.metrics.render().decode())
                 if not f.name.endswith("_created")}  # the client's creation timestamps
     moved = {name.removesuffix("_total").removesuffix("_count") for name, _labels in expected}
-    moved |= {"kinitiras_cel_results_evaluated", "kinitiras_cel_results_bytes"}
+    moved |= {"kinitiras_cel_results_evaluated", "kinitiras_cel_results_bytes", "kinitiras_mutation_results_evaluated",
+              "kinitiras_mutation_results_bytes"}
     assert exported == moved
 
 

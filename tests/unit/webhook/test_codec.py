@@ -87,11 +87,11 @@ def test_the_fast_depth_check_agrees_with_the_exact_one(levels: int, big_int: bo
     deep: Any = {"n": 2**70} if big_int else {}  # orjson refuses such an integer: measured in Python then
     for i in range(levels):
         deep = {"a": deep} if i % 2 else [deep]
-    too_deep, size = shape._measured({"spec": deep})
+    too_deep, blob = shape._written({"spec": deep})
     assert too_deep is shape._exceeds({"spec": deep}, shape.MAX_DEPTH)
     assert too_deep is (levels + 1 > shape.MAX_DEPTH)
-    if not too_deep:  # measured on the way, unless orjson refused the integer
-        assert size == (None if big_int else len(orjson.dumps({"spec": deep})))
+    if not too_deep:  # written on the way, unless orjson refused the integer
+        assert blob == (None if big_int else orjson.dumps({"spec": deep}))
 
 
 def test_peek_uid_reads_only_string_uids_and_our_api_versions() -> None:

@@ -1,0 +1,195 @@
+"""Whole mutations remembered by everything they depend on (bounded).
+
+:mod:`..engine.evaluation.celmemo` remembers one program's result by the parts of its variables
+it read; this remembers what all the rules matched for a request did together, by every input
+they had: the request as the review carried it (:attr:`.Request.fingerprint`), which rules of
+which policies matched (the index's generation and the policies' identities), the Namespace
+when a rule may read it, the resolved references and the sidecar templates read. A Deployment's
+replicas (and a Job's Pods) arrive as the same object each time, so from the second on the
+answer is looked up: no rule runs again, no patch is built again. The stored CEL still decides
+every answer: an entry is what those rules returned for exactly those inputs.
+
+Not remembered: mutations with a JavaScript rule (a script's time limit makes its outcome depend
+on more than its inputs), a failed lookup (the next request may find it), a mutation that
+failed, and inputs without exact JSON. Entries are answered afresh: the final object is decoded
+from its JSON only when a caller reads it (the webhook never does), the patch for each request.
+Used from the event loop only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import orjson
+
+from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.engine import selection
+from kinitiras_py.engine.evaluation import celvalues
+from kinitiras_py.engine.evaluation.cel import Program
+from kinitiras_py.engine.results import Mutation, RuleFailure
+
+DEFAULT_BYTES: Final = 1024 * 1024
+"""What `serve` keeps unless told otherwise (``--mutation-results-mib``)."""
+MAX_ENTRY_BYTES: Final = 128 * 1024
+"""Larger entries are not kept (a ConfigMap of megabytes would push out every Pod's)."""
+_OVERHEAD: Final = 400
+"""Bytes an entry costs beyond its key, object and patch (the entry, dict slot, headers)."""
+Key = tuple[bytes, bytes]
+"""(the matched rules and what they read beyond the request, the request's fingerprint); for the
+rules a request matches, (the index's generation in decimal, the request's fingerprint)."""
+Match = tuple[Any, Any]
+"""A matched (policy, rule)."""
+
+
+class _Entry:
+    """What one mutation did, kept as JSON and values nobody changes."""
+
+    __slots__ = ("applied", "cost", "ignored", "object_json", "patch_json", "timed", "warnings")
+
+    def __init__(self, mutation: Mutation, object_json: bytes, patch_json: bytes, cost: int) -> None:
+        self.object_json, self.patch_json, self.cost = object_json, patch_json, cost
+        self.applied = tuple(mutation.applied)
+        self.warnings = tuple(mutation.warnings)
+        self.ignored = tuple(RuleFailure(f.policy, f.rule, f.reason, f.ignored) for f in mutation.ignored)
+        self.timed = tuple(mutation.timings)
+
+
+class _Selected:
+    """The (policy, rule) pairs one request matched under one generation of the index."""
+
+    __slots__ = ("cost", "matches")
+
+    def __init__(self, matches: tuple[Match, ...], cost: int) -> None:
+        self.matches, self.cost = matches, cost
+
+
+class Recalled(Mutation):
+    """A remembered mutation answered again: its object is decoded from JSON when first read."""
+
+    def __init__(self, object_json: bytes, **fields: Any) -> None:
+        super().__init__(object={}, **fields)
+        self._json: bytes | None = object_json
+
+    @property
+    def object(self) -> Obj:
+        """The final object (decoded on first use, a copy of its own)."""
+        if self._json is not None:
+            self._object: Obj = orjson.loads(self._json)
+            self._json = None
+        return self._object
+
+    @object.setter
+    def object(self, value: Obj) -> None:
+        self._object, self._json = value, None
+
+
+class Mutations:
+    """A bounded map (inputs) → mutation, the least recently used entries leaving first."""
+
+    def __init__(self, max_bytes: int = DEFAULT_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.hits = 0
+        self.misses = 0
+        self._entries: dict[Key, _Entry | _Selected] = {}
+        self._bytes = 0
+
+    @property
+    def enabled(self) -> bool:
+        """Whether mutations are kept at all."""
+        return self.max_bytes > 0
+
+    @property
+    def size(self) -> int:
+        """The bytes held, as counted against :attr:`max_bytes`."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def matches(self, generation: int, fingerprint: bytes | None, find: Callable[[], list[Match]]) -> list[Match]:
+        """What ``find`` (selection in the index of ``generation``) gives for the request with
+        ``fingerprint``, remembered: it depends on nothing else (the object, the operation and
+        the namespace are in the fingerprint)."""
+        if fingerprint is None or not self.enabled:
+            return find()
+        key = (b"%d" % generation, fingerprint)
+        entry = self._entries.pop(key, None)
+        if isinstance(entry, _Selected):
+            self._entries[key] = entry  # the most recently used now
+            return list(entry.matches)
+        found = find()
+        self._keep(key, _Selected(tuple(found), len(key[0]) + len(fingerprint) + 8 * len(found) + _OVERHEAD))
+        return found
+
+    def recall(self, key: Key, seconds: float = 0.0) -> Mutation | None:
+        """The mutation remembered for ``key`` answered afresh, or None. ``seconds`` (the time
+        the look-up took) is shared among the matched policies as their time, for metrics."""
+        entry = self._entries.pop(key, None)
+        if not isinstance(entry, _Entry):
+            self.misses += 1
+            return None
+        self._entries[key] = entry  # the most recently used now
+        self.hits += 1
+        share = seconds / len(entry.timed) if entry.timed else 0.0
+        return Recalled(entry.object_json, patch=orjson.loads(entry.patch_json), applied=list(entry.applied),
+                        warnings=list(entry.warnings), ignored=list(entry.ignored),
+                        timings=dict.fromkeys(entry.timed, share))
+
+    def remember(self, key: Key, mutation: Mutation) -> None:
+        """Keep ``mutation`` (made for the inputs ``key``), unless it failed or is too large."""
+        if mutation.failure is not None or key in self._entries:
+            return
+        try:
+            # The engine makes the object and the patch from JSON values only (the review's, the
+            # policies' and checked CEL results), so their JSON is exact.
+            object_json, patch_json = orjson.dumps(mutation.object), orjson.dumps(mutation.patch)
+        except orjson.JSONEncodeError:
+            return
+        cost = (len(key[0]) + len(key[1]) + len(object_json) + len(patch_json) + sum(map(len, mutation.warnings))
+                + _OVERHEAD)
+        self._keep(key, _Entry(mutation, object_json, patch_json, cost))
+
+    def _keep(self, key: Key, entry: _Entry | _Selected) -> None:
+        """Add ``entry`` unless it is too large; the least recently used leave until it fits."""
+        if entry.cost > min(MAX_ENTRY_BYTES, self.max_bytes):
+            return
+        self._entries[key] = entry
+        self._bytes += entry.cost
+        while self._bytes > self.max_bytes:
+            self._bytes -= self._entries.pop(next(iter(self._entries))).cost
+
+    def clear(self) -> None:
+        """Forget every entry (the counters stay)."""
+        self._entries.clear()
+        self._bytes = 0
+
+
+MUTATIONS = Mutations()
+"""The process's memory of mutations, used by the pipeline."""
+
+
+def configure(max_bytes: int) -> None:
+    """Keep at most ``max_bytes`` of mutations (0: none); entries and counters start afresh."""
+    MUTATIONS.clear()
+    MUTATIONS.max_bytes = max_bytes
+    MUTATIONS.hits = MUTATIONS.misses = 0
+
+
+def key(fingerprint: bytes | None, generation: int, matches: list[Match], features: int,
+        namespace_object: Obj | None, params: Mapping[tuple[str, int], Mapping[str, JSON]],
+        errors: Mapping[tuple[str, int], str], programs: Mapping[tuple[str, int], Program]) -> Key | None:
+    """The inputs of a mutation as a key that differs whenever they do, or None when it is not to
+    be remembered (see the module's docstring). ``generation`` is the policy index's when it
+    found ``matches``; the index keeps its policies alive, so within it their ids are theirs."""
+    if fingerprint is None or not MUTATIONS.enabled or errors or features & selection.JAVASCRIPT:
+        return None
+    # No null where there is nothing: exact_json reads back JSON holding a null to check it.
+    inputs = [generation, features, [[id(policy), rule.index] for policy, rule in matches],
+              [namespace_object] if features & selection.NAMESPACE else [],
+              [[ref, index, values] for (ref, index), values in params.items()],
+              [[ref, index, program.source] for (ref, index), program in programs.items()]]
+    head = celvalues.exact_json(inputs)
+    # A pair, not one joined bytes: the fingerprint's hash is computed once per request and kept.
+    return None if head is None else (head, fingerprint)
+
