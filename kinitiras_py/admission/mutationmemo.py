@@ -10,10 +10,11 @@ answer is looked up: no rule runs again, no patch is built again. The stored CEL
 every answer: an entry is what those rules returned for exactly those inputs.
 
 Not remembered: mutations with a JavaScript rule (a script's time limit makes its outcome depend
-on more than its inputs), a failed lookup (the next request may find it), a mutation that
-failed, and inputs without exact JSON. Entries are answered afresh: the final object is decoded
-from its JSON only when a caller reads it (the webhook never does), the patch for each request.
-Used from the event loop only.
+on more than its inputs), a failed lookup (the next request may find it), a mutation in which a
+rule failed (even one skipped under failurePolicy Ignore: a rule stopped by its time limit may
+succeed next time), and inputs without exact JSON. Entries are answered afresh: the final object
+and the patch are decoded from their JSON only when a caller reads them (the webhook hands the
+patch's JSON on as it is and never reads the object). Used from the event loop only.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Final
 
 import orjson
 
-from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import selection
 from kinitiras_py.engine.evaluation import celvalues
 from kinitiras_py.engine.evaluation.cel import Program
@@ -65,23 +66,45 @@ class _Selected:
 
 
 class Recalled(Mutation):
-    """A remembered mutation answered again: its object is decoded from JSON when first read."""
+    """A remembered mutation answered again: its object and patch are decoded from their JSON
+    when first read (a copy of their own); the patch's JSON is handed out as it is."""
 
-    def __init__(self, object_json: bytes, **fields: Any) -> None:
-        super().__init__(object={}, **fields)
-        self._json: bytes | None = object_json
+    def __init__(self, entry: _Entry, seconds: float) -> None:  # every field of Mutation, set here
+        self._entry = entry
+        self._object: Obj | None = None
+        self._patch: Patch | None = None
+        self.applied, self.warnings, self.ignored = list(entry.applied), list(entry.warnings), list(entry.ignored)
+        self.failure = None
+        self.timings = dict.fromkeys(entry.timed, seconds / len(entry.timed) if entry.timed else 0.0)
 
     @property
     def object(self) -> Obj:
-        """The final object (decoded on first use, a copy of its own)."""
-        if self._json is not None:
-            self._object: Obj = orjson.loads(self._json)
-            self._json = None
+        """The final object."""
+        if self._object is None:
+            self._object = orjson.loads(self._entry.object_json)
         return self._object
 
     @object.setter
     def object(self, value: Obj) -> None:
-        self._object, self._json = value, None
+        self._object = value
+
+    @property
+    def patch(self) -> Patch:
+        """The response patch."""
+        if self._patch is None:
+            self._patch = orjson.loads(self._entry.patch_json)
+        return self._patch
+
+    @patch.setter
+    def patch(self, value: Patch) -> None:
+        self._patch = value
+
+    def patch_json(self) -> bytes | None:
+        """The patch as JSON, None when there is none: as remembered unless it was read (and so
+        perhaps changed) or replaced."""
+        if self._patch is not None:
+            return super().patch_json()
+        return self._entry.patch_json if self._entry.patch_json != b"[]" else None
 
 
 class Mutations:
@@ -131,14 +154,13 @@ class Mutations:
             return None
         self._entries[key] = entry  # the most recently used now
         self.hits += 1
-        share = seconds / len(entry.timed) if entry.timed else 0.0
-        return Recalled(entry.object_json, patch=orjson.loads(entry.patch_json), applied=list(entry.applied),
-                        warnings=list(entry.warnings), ignored=list(entry.ignored),
-                        timings=dict.fromkeys(entry.timed, share))
+        return Recalled(entry, seconds)
 
     def remember(self, key: Key, mutation: Mutation) -> None:
-        """Keep ``mutation`` (made for the inputs ``key``), unless it failed or is too large."""
-        if mutation.failure is not None or key in self._entries:
+        """Keep ``mutation`` (made for the inputs ``key``), unless a rule of it failed or it is
+        too large. A failure may not depend on the inputs alone (a rule stopped by its time
+        limit), and a skipped rule (failurePolicy Ignore) is one: the next request tries again."""
+        if mutation.failure is not None or mutation.ignored or key in self._entries:
             return
         try:
             # The engine makes the object and the patch from JSON values only (the review's, the
@@ -185,8 +207,9 @@ def key(fingerprint: bytes | None, generation: int, matches: list[Match], featur
     if fingerprint is None or not MUTATIONS.enabled or errors or features & selection.JAVASCRIPT:
         return None
     # No null where there is nothing: exact_json reads back JSON holding a null to check it.
+    # namespaceObject is None unless a rule may read it (features say which).
     inputs = [generation, features, [[id(policy), rule.index] for policy, rule in matches],
-              [namespace_object] if features & selection.NAMESPACE else [],
+              [] if namespace_object is None else [namespace_object],
               [[ref, index, values] for (ref, index), values in params.items()],
               [[ref, index, program.source] for (ref, index), program in programs.items()]]
     head = celvalues.exact_json(inputs)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import orjson
+
 from kinitiras_py.base.typedefs import Obj, Patch
 
 if TYPE_CHECKING:
@@ -77,6 +79,10 @@ class Mutation:
     def allowed(self) -> bool:
         """False when a failing rule denies the request."""
         return self.failure is None
+
+    def patch_json(self) -> bytes | None:
+        """The patch as JSON, None when there is none."""
+        return orjson.dumps(self.patch) if self.patch else None
 
 
 @dataclass

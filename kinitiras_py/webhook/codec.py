@@ -147,13 +147,13 @@ def _with_namespace(obj: object, namespace: str) -> object:
     return obj
 
 
-def allowed(api_version: str, uid: str, patch: Patch | None = None, warnings: list[str] | None = None,
+def allowed(api_version: str, uid: str, patch: Patch | bytes | None = None, warnings: list[str] | None = None,
             audit: list[str] | None = None) -> bytes:
-    """An allowing response; the patch only when there is one."""
+    """An allowing response; the patch (its operations, or their JSON) only when there is one."""
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     if patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
+        response["patch"] = base64.b64encode(patch if isinstance(patch, bytes) else orjson.dumps(patch)).decode()
     if warnings:
         response["warnings"] = list(warnings)
     if audit:

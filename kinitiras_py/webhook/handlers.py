@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from kinitiras_py.base.errors import ReviewError
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.results import RuleFailure
 from kinitiras_py.webhook import body, codec
+from kinitiras_py.webhook.deadlines import Deadlines
 from kinitiras_py.webhook.metrics import Metrics
 
 log = logging.getLogger("kinitiras_py.webhook")
@@ -40,9 +40,11 @@ class Handlers:
     internal error is answered as the API server treats a failed call under it: Ignore admits the
     object unchanged (with a warning saying why), Fail denies it."""
 
+    def __post_init__(self) -> None:
+        self._deadlines = Deadlines(self.deadline)
+
     def _respond(self, endpoint: str, body: bytes, code: int, started: float) -> web.Response:
-        self.metrics.child(self.metrics.requests, endpoint, str(code)).inc()
-        self.metrics.child(self.metrics.latency, endpoint).observe(time.perf_counter() - started)
+        self.metrics.requests.answered(endpoint, code, time.perf_counter() - started)
         return web.Response(body=body, content_type=JSON_TYPE)
 
     async def mutate(self, request: web.Request) -> web.Response:
@@ -69,12 +71,10 @@ class Handlers:
             log.warning("bad admission request", extra={"endpoint": endpoint, "reason": str(e)})
             return self._respond(endpoint, codec.denied(api_version, uid, f"bad admission request: {e}", 400), 400,
                                  started)
-        in_flight = self.metrics.child(self.metrics.in_flight, endpoint)
-        in_flight.inc()
+        self.metrics.requests.entered(endpoint)
         try:
             run = self._mutate if endpoint == "mutate" else self._validate
-            async with asyncio.timeout(self.deadline):  # no task of its own, unlike wait_for
-                out, code = await run(review)
+            out, code = await self._deadlines.run(run(review))
         except TimeoutError:
             log.error("deadline exceeded", extra={"endpoint": endpoint, "uid": review.uid})
             out, code = self._failed(review, f"kinitiras-py did not finish within its {self.deadline:g} s deadline")
@@ -82,7 +82,7 @@ class Handlers:
             log.exception("unexpected error", extra={"endpoint": endpoint, "uid": review.uid})
             out, code = self._failed(review, f"kinitiras-py internal error: {e}")
         finally:
-            in_flight.dec()
+            self.metrics.requests.left(endpoint)
         return self._respond(endpoint, out, code, started)
 
     def _failed(self, review: codec.Review, message: str) -> tuple[bytes, int]:
@@ -110,7 +110,7 @@ class Handlers:
         if mutation.failure is not None:
             self._report(mutation.failure, req.dry_run)
             return codec.denied(review.api_version, review.uid, str(mutation.failure), 403, mutation.warnings), 403
-        return codec.allowed(review.api_version, review.uid, mutation.patch, mutation.warnings), 200
+        return codec.allowed(review.api_version, review.uid, mutation.patch_json(), mutation.warnings), 200
 
     async def _validate(self, review: codec.Review) -> tuple[bytes, int]:
         req = review.request

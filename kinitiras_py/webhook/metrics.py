@@ -5,9 +5,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
@@ -28,12 +27,8 @@ class Metrics:
 
     def __post_init__(self) -> None:
         r = self.registry
-        self.requests = Counter("kinitiras_webhook_requests_total", "Admission requests by endpoint and result code",
-                                ["endpoint", "code"], registry=r)
-        self.latency = Histogram("kinitiras_webhook_request_duration_seconds", "Time to answer an admission request",
-                                 ["endpoint"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.in_flight = Gauge("kinitiras_webhook_requests_in_flight", "Admission requests being handled",
-                               ["endpoint"], registry=r)
+        self.requests = _RequestStats(_LATENCY_BUCKETS)
+        r.register(self.requests)
         self.rejected = Counter("kinitiras_policy_rejected_total", "Objects a policy rejected", ["policy", "action"],
                                 registry=r)
         self.errors = Counter("kinitiras_policy_errors_total", "Rule failures by policy and failurePolicy outcome",
@@ -44,16 +39,6 @@ class Metrics:
                                      ["kind"], registry=r)
         self.policies = Gauge("kinitiras_policies", "Policies in the index by kind", ["kind"], registry=r)
         r.register(_Results())
-        self._children: dict[tuple[str, tuple[str, ...]], Any] = {}
-
-    def child(self, metric: Any, *values: str) -> Any:
-        """``metric.labels(*values)``, looked up once: the request path counts into the same few
-        children every time, and ``labels()`` costs microseconds."""
-        key = (metric._name, values)
-        found = self._children.get(key)
-        if found is None:
-            found = self._children[key] = metric.labels(*values)
-        return found
 
     def observe_mutation(self, mutation: Mutation) -> None:
         """Count what one mutation did, per policy."""
@@ -80,16 +65,90 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+class _Histogram:
+    """Observations per bucket, kept as plain numbers, and their sum."""
+
+    __slots__ = ("counts", "seconds")
+
+    def __init__(self, buckets: int) -> None:
+        self.seconds = 0.0
+        self.counts = [0] * (buckets + 1)  # per bucket, not cumulative; the last is +Inf
+
+    def observe(self, bounds: tuple[float, ...], seconds: float) -> None:
+        """Count one observation of ``seconds`` against the bucket ``bounds``."""
+        self.seconds += seconds
+        self.counts[bisect_left(bounds, seconds)] += 1  # a bucket holds values up to its bound
+
+    def add_to(self, family: HistogramMetricFamily, labels: list[str], edges: list[str]) -> None:
+        """Add this histogram to ``family`` as prometheus-client writes one: cumulative buckets."""
+        total, buckets = 0, []
+        for edge, count in zip(edges, self.counts, strict=True):
+            total += count
+            buckets.append((edge, total))
+        family.add_metric(labels, buckets, self.seconds)
+
+
+def _edges(bounds: tuple[float, ...]) -> list[str]:
+    return [floatToGoString(bound) for bound in bounds] + ["+Inf"]
+
+
+class _RequestStats:
+    """Per endpoint: requests answered by result code, the time each took (a histogram) and the
+    requests in flight, kept as plain numbers and read when scraped (prometheus-client's children
+    take a lock per update; these are updated on the event loop only)."""
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self._bounds = buckets
+        self._answered: dict[tuple[str, int], int] = {}
+        self._latency: dict[str, _Histogram] = {}
+        self._in_flight: dict[str, int] = {}
+
+    def answered(self, endpoint: str, code: int, seconds: float) -> None:
+        """Count one answer on ``endpoint`` with ``code`` that took ``seconds``."""
+        key = (endpoint, code)
+        self._answered[key] = self._answered.get(key, 0) + 1
+        latency = self._latency.get(endpoint)
+        if latency is None:
+            latency = self._latency[endpoint] = _Histogram(len(self._bounds))
+        latency.observe(self._bounds, seconds)
+
+    def entered(self, endpoint: str) -> None:
+        """A request on ``endpoint`` is being handled."""
+        self._in_flight[endpoint] = self._in_flight.get(endpoint, 0) + 1
+
+    def left(self, endpoint: str) -> None:
+        """A request on ``endpoint`` is no longer being handled."""
+        self._in_flight[endpoint] -= 1
+
+    def collect(self) -> Iterator[Metric]:
+        """The three families, as prometheus-client's Counter, Histogram and Gauge would write them."""
+        requests = CounterMetricFamily("kinitiras_webhook_requests", "Admission requests by endpoint and result code",
+                                       labels=["endpoint", "code"])
+        for (endpoint, code), count in list(self._answered.items()):
+            requests.add_metric([endpoint, str(code)], count)
+        latency = HistogramMetricFamily("kinitiras_webhook_request_duration_seconds",
+                                        "Time to answer an admission request", labels=["endpoint"])
+        edges = _edges(self._bounds)
+        for endpoint, histogram in list(self._latency.items()):
+            histogram.add_to(latency, [endpoint], edges)
+        in_flight = GaugeMetricFamily("kinitiras_webhook_requests_in_flight", "Admission requests being handled",
+                                      labels=["endpoint"])
+        for endpoint, count in list(self._in_flight.items()):
+            in_flight.add_metric([endpoint], count)
+        yield requests
+        yield latency
+        yield in_flight
+
+
 class _Policy:
     """One policy's counts and evaluation-time histogram."""
 
-    __slots__ = ("counts", "matched", "name", "patched", "seconds")
+    __slots__ = ("evaluation", "matched", "name", "patched")
 
     def __init__(self, name: str, buckets: int) -> None:
         self.name = name
         self.matched = self.patched = 0
-        self.seconds = 0.0
-        self.counts = [0] * (buckets + 1)  # per bucket, not cumulative; the last is +Inf
+        self.evaluation = _Histogram(buckets)
 
 
 class _PolicyStats:
@@ -116,8 +175,7 @@ class _PolicyStats:
         for policy, seconds in timings.items():
             stats = self._of(policy)
             stats.matched += 1
-            stats.seconds += seconds
-            stats.counts[bisect_left(bounds, seconds)] += 1  # a bucket holds values up to its bound
+            stats.evaluation.observe(bounds, seconds)
 
     def patched(self, policy: PolicyId) -> None:
         """Count a rule of ``policy`` that changed the object."""
@@ -131,15 +189,11 @@ class _PolicyStats:
                                       labels=["policy"])
         evaluation = HistogramMetricFamily("kinitiras_policy_evaluation_seconds",
                                            "Time spent evaluating one policy's rules", labels=["policy"])
-        edges = [floatToGoString(bound) for bound in self._bounds] + ["+Inf"]
+        edges = _edges(self._bounds)
         for stats in list(self._policies.values()):
             matched.add_metric([stats.name], stats.matched)
             patched.add_metric([stats.name], stats.patched)
-            total, buckets = 0, []
-            for edge, count in zip(edges, stats.counts, strict=True):
-                total += count
-                buckets.append((edge, total))
-            evaluation.add_metric([stats.name], buckets, stats.seconds)
+            stats.evaluation.add_to(evaluation, [stats.name], edges)
         yield matched
         yield patched
         yield evaluation

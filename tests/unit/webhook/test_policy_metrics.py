@@ -1,8 +1,8 @@
-"""The per-policy metrics, kept as plain numbers, read as prometheus-client's own would be."""
+"""The per-policy and per-request metrics, kept as plain numbers, read as prometheus-client's own would be."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleId
@@ -39,3 +39,27 @@ def test_per_policy_metrics_read_as_prometheus_client_writes_them() -> None:
     theirs = _samples(generate_latest(reference), "kinitiras_policy_")
     assert ours == theirs
     assert ours[("kinitiras_policy_evaluation_seconds_bucket", (("le", "0.001"), ("policy", str(OVERSELL))))] == 4
+
+
+def test_request_metrics_read_as_prometheus_client_writes_them() -> None:
+    metrics = Metrics()
+    reference = CollectorRegistry()
+    requests = Counter("kinitiras_webhook_requests_total", "r", ["endpoint", "code"], registry=reference)
+    latency = Histogram("kinitiras_webhook_request_duration_seconds", "l", ["endpoint"], buckets=_LATENCY_BUCKETS,
+                        registry=reference)
+    in_flight = Gauge("kinitiras_webhook_requests_in_flight", "f", ["endpoint"], registry=reference)
+    for i, seconds in enumerate(SECONDS):
+        endpoint, code = ("mutate", 200) if i % 3 else ("validate", 403 if i % 2 else 200)
+        metrics.requests.entered(endpoint)
+        in_flight.labels(endpoint).inc()
+        metrics.requests.answered(endpoint, code, seconds)
+        requests.labels(endpoint, str(code)).inc()
+        latency.labels(endpoint).observe(seconds)
+        if i != 4:  # one request stays in flight
+            metrics.requests.left(endpoint)
+            in_flight.labels(endpoint).dec()
+    ours = _samples(metrics.render(), "kinitiras_webhook_")
+    theirs = _samples(generate_latest(reference), "kinitiras_webhook_")
+    assert ours == theirs
+    assert ours[("kinitiras_webhook_requests_in_flight", (("endpoint", "mutate"),))] == 1
+    assert ours[("kinitiras_webhook_request_duration_seconds_bucket", (("endpoint", "mutate"), ("le", "0.001")))] == 3

@@ -1,0 +1,162 @@
+"""Fuzz: the memory of mutations (:mod:`.mutationmemo`) changes no answer.
+
+Random Pods (labels, containers with resources) under a few policies (oversell, labels, a
+plaintext operation, CEL rules reading the request and the Namespace) and operations, each review
+sent through the webhook's handlers: a request, then requests differing from it in one field
+(operation, namespace, userInfo, dryRun, object, oldObject), all twice with the memory on and
+once with it off. Invariants:
+
+* each request's three answers are the same bytes but for the uid;
+* the second time, every request a rule matched is answered from memory, and no rule runs.
+
+The profile (``ci`` or ``long``) comes from tests/fuzz/conftest.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kinitiras_py.admission import mutationmemo
+from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.engine import overriding
+from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.evaluation import celmemo
+from kinitiras_py.engine.results import Mutation
+from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.offline.static import StaticStore
+from kinitiras_py.webhook import codec
+from kinitiras_py.webhook.handlers import Handlers
+from kinitiras_py.webhook.metrics import Metrics
+
+POLICIES: list[CompiledPolicy] = [compile_policy(doc) for doc in yaml.safe_load_all("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: a-oversell}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - targetOperations: [CREATE]
+    overriders:
+      template: {type: resourcesOversell, operation: replace, resourcesOversell: {cpuFactor: "0.5"}}
+---
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: b-labels}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod, labelSelector: {matchLabels: {app: web}}}]
+  overrideRules:
+  - overriders:
+      template: {type: labels, operation: add, path: team, value: {string: a}}
+---
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: c-plaintext}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - targetOperations: [UPDATE]
+    overriders:
+      plaintext: [{op: add, path: /metadata/annotations, value: {updated: "yes"}}]
+---
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: d-cel}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - overriders:
+      cel: >
+        [{'op': 'add', 'path': '/metadata/labels/seen-by', 'value': request.userInfo.username + '-' +
+          string(request.dryRun) + '-' + request.operation + '-' + string(size(object.spec.containers))}]
+  - failurePolicy: Ignore
+    overriders:  # no containers: an error, the rule skipped with a warning
+      cel: >
+        [{'op': 'add', 'path': '/metadata/labels/first', 'value': object.spec.containers[0].name + '-' +
+          (oldObject == null ? 'new' : string(size(oldObject.spec.containers)))}]
+  - overriders:
+      cel: >
+        [{'op': 'add', 'path': '/metadata/labels/env',
+          'value': namespaceObject == null ? 'none' : namespaceObject.metadata.labels.env}]
+""")]
+NAMESPACES = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"env": env}}}
+              for name, env in (("team-a", "prod"), ("team-b", "dev"))]
+
+WORDS = st.sampled_from(["web", "app", "db", "x", "team", "é"])
+QUANTITIES = st.sampled_from(["100m", "250m", "1", "2", "1.5", "3500m"])
+RESOURCES = st.fixed_dictionaries({}, optional={
+    "limits": st.fixed_dictionaries({}, optional={"cpu": QUANTITIES, "memory": st.sampled_from(["128Mi", "1Gi"])}),
+    "requests": st.fixed_dictionaries({}, optional={"cpu": QUANTITIES})})
+CONTAINERS = st.lists(st.fixed_dictionaries({"image": WORDS}, optional={"resources": RESOURCES}), max_size=3).map(
+    lambda cs: [{"name": f"c{i}", **c} for i, c in enumerate(cs)])
+PODS = st.builds(
+    lambda name, labels, containers: {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+                                      "spec": {"containers": containers}},
+    WORDS, st.dictionaries(st.sampled_from(["app", "tier", "team"]), WORDS, max_size=3), CONTAINERS)
+REQUESTS = st.fixed_dictionaries({
+    "operation": st.sampled_from(["CREATE", "UPDATE"]), "namespace": st.sampled_from(["team-a", "team-b", "other"]),
+    "userInfo": st.fixed_dictionaries({"username": st.sampled_from(["alice", "bob"])}), "dryRun": st.booleans(),
+    "object": PODS, "oldObject": PODS})
+FIELDS = ["operation", "namespace", "userInfo", "dryRun", "object", "oldObject"]
+
+
+def review(uid: str, request: dict[str, Any]) -> bytes:
+    req = {"uid": uid, **request}
+    if req["operation"] == "CREATE":
+        del req["oldObject"]
+    return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+
+
+def answer(handlers: Handlers, uid: str, request: dict[str, Any]) -> bytes:
+    """The webhook's answer to the review, with its uid written as ``uid-0``."""
+    out, _code = asyncio.run(handlers._mutate(codec.decode(review(uid, request))))
+    return out.replace(f'"uid":"{uid}"'.encode(), b'"uid":"uid-0"', 1)
+
+
+@contextlib.contextmanager
+def counted() -> Iterator[list[Mutation]]:
+    """The mutations the override rules make meanwhile (not a fixture: hypothesis runs many examples)."""
+    runs: list[Mutation] = []
+    real = overriding.mutate
+
+    def counting(*args: Any, **kwargs: Any) -> Mutation:
+        runs.append(real(*args, **kwargs))
+        return runs[-1]
+
+    overriding.mutate = counting
+    try:
+        yield runs
+    finally:
+        overriding.mutate = real
+
+
+@given(chosen=st.sets(st.sampled_from(range(len(POLICIES))), min_size=1), base=REQUESTS,
+       others=st.lists(st.tuples(st.sampled_from(FIELDS), REQUESTS), max_size=4))
+def test_an_answer_from_memory_is_the_answer(chosen: set[int], base: dict[str, Any],
+                                             others: list[tuple[str, dict[str, Any]]]) -> None:
+    # The base request, then requests differing from it in one field each (some the same again).
+    requests = [base, *({**base, name: other[name]} for name, other in others)]
+    mutationmemo.configure(mutationmemo.DEFAULT_BYTES)
+    celmemo.configure(celmemo.DEFAULT_BYTES)
+    pipeline = Pipeline(PolicyIndex(POLICIES[i] for i in sorted(chosen)), PolicyIndex(), StaticStore(NAMESPACES))
+    handlers = Handlers(pipeline, Metrics())
+    with counted() as runs:
+        remembered = [answer(handlers, f"uid-{i}", request) for i, request in enumerate(requests)]
+        ran, hits = len(runs), mutationmemo.MUTATIONS.hits
+        again = [answer(handlers, f"again-{i}", request) for i, request in enumerate(requests)]
+        assert len(runs) == ran  # every answer from memory: no rule ran
+    matched = [bool(list(pipeline.overrides.matching(r.object, r.operation, r.namespace)))
+               for r in (codec.decode(review("uid", request)).request for request in requests)]
+    assert mutationmemo.MUTATIONS.hits - hits == sum(matched)
+    mutationmemo.configure(0)
+    fresh = [answer(handlers, f"fresh-{i}", request) for i, request in enumerate(requests)]
+    assert remembered == again == fresh
+    assert all(orjson.loads(out)["response"]["allowed"] is True for out in fresh)
