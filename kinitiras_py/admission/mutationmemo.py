@@ -28,7 +28,7 @@ from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import selection
 from kinitiras_py.engine.evaluation import celvalues
 from kinitiras_py.engine.evaluation.cel import Program
-from kinitiras_py.engine.results import Mutation, RuleFailure
+from kinitiras_py.engine.results import Mutation
 
 DEFAULT_BYTES: Final = 1024 * 1024
 """What `serve` keeps unless told otherwise (``--mutation-results-mib``)."""
@@ -46,13 +46,12 @@ Match = tuple[Any, Any]
 class _Entry:
     """What one mutation did, kept as JSON and values nobody changes."""
 
-    __slots__ = ("applied", "cost", "ignored", "object_json", "patch_json", "timed", "warnings")
+    __slots__ = ("applied", "cost", "object_json", "patch_json", "timed", "warnings")
 
     def __init__(self, mutation: Mutation, object_json: bytes, patch_json: bytes, cost: int) -> None:
         self.object_json, self.patch_json, self.cost = object_json, patch_json, cost
         self.applied = tuple(mutation.applied)
         self.warnings = tuple(mutation.warnings)
-        self.ignored = tuple(RuleFailure(f.policy, f.rule, f.reason, f.ignored) for f in mutation.ignored)
         self.timed = tuple(mutation.timings)
 
 
@@ -73,8 +72,8 @@ class Recalled(Mutation):
         self._entry = entry
         self._object: Obj | None = None
         self._patch: Patch | None = None
-        self.applied, self.warnings, self.ignored = list(entry.applied), list(entry.warnings), list(entry.ignored)
-        self.failure = None
+        self.applied, self.warnings = list(entry.applied), list(entry.warnings)
+        self.failure, self.ignored = None, []  # a mutation in which a rule failed is not remembered
         self.timings = dict.fromkeys(entry.timed, seconds / len(entry.timed) if entry.timed else 0.0)
 
     @property
