@@ -229,6 +229,25 @@ async def test_incomplete_discovery_keeps_the_existing_configuration() -> None:
     assert object_rules(api.objects[MUTATING])[0]["resources"] == ["widgets"]
 
 
+def test_the_polled_fingerprint_follows_changes_without_reading_the_policies(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    watch = FakeWatch()
+    for i in range(50):
+        watch.overrides.put(policy(f"p{i}", CONFIGMAPS))
+    rec = make(watch=watch)
+    # Polled four times a second: it must not walk (or sort) every policy.
+    monkeypatch.setattr(PolicyIndex, "__iter__", lambda _self: pytest.fail("the fingerprint read the policies"))
+    first = rec.fingerprint()
+    assert rec.fingerprint() == first
+    watch.overrides.put(policy("p1", CONFIGMAPS, generation=2))
+    second = rec.fingerprint()
+    assert second != first
+    watch.validations.remove("ClusterValidatePolicy", None, "absent")  # nothing to remove: nothing changes
+    assert rec.fingerprint() == second
+    watch.overrides.remove("ClusterOverridePolicy", None, "p2")
+    assert rec.fingerprint() != second
+
+
 async def test_loop_debounces_bursts_and_follows_changes() -> None:
     api, watch = FakeApi(), FakeWatch()
     watch.synced.clear()
