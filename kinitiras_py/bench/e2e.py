@@ -21,6 +21,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import orjson
 
@@ -117,6 +118,8 @@ async def run(access: Access, total: int, matching: Sequence[int], pods: int, co
 
     async def timed(setup: str, expected: set[str]) -> list[_Timed]:
         await _check(access, pod, expected, setup)
+        waited, busy = await quiet_machine()
+        log(f"  the machine quiet ({busy:.0%} busy) after {waited:.1f} s")
         out = []
         for c in concurrency:
             out.append(await _time(access, pod, c, pods, warmup))
@@ -158,6 +161,39 @@ async def run(access: Access, total: int, matching: Sequence[int], pods: int, co
     finally:
         await kube.close()
     return with_ratios(rows)
+
+
+def _cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of every CPU so far (Linux ``/proc/stat``)."""
+    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+async def quiet_machine(below: float = 0.25, seconds: float = 2.0, timeout: float = 20.0) -> tuple[float, float]:
+    """Wait until the machine's CPUs have been less than ``below`` busy over each half second of
+    the last ``seconds`` (at most ``timeout``); the seconds waited and the last half second's share. A
+    set-up leaves work behind (the controller manager filling new namespaces, the API server
+    deleting what a set-up removed): each is timed from a quiet machine, so none is timed beside
+    another's leftovers."""
+    started = time.monotonic()
+    quiet_since: float | None = None
+    busy = 1.0
+    if not Path("/proc/stat").exists():
+        return 0.0, 0.0
+    before = _cpu_times()
+    while time.monotonic() - started < timeout:
+        await asyncio.sleep(0.5)
+        now = _cpu_times()
+        busy = (now[0] - before[0]) / ((now[1] - before[1]) or 1.0)
+        before = now
+        if busy >= below:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= seconds:
+            break
+    return time.monotonic() - started, busy
 
 
 async def _settle(access: Access, pod: Obj, expected: set[str], setup: str, timeout: float = 30.0) -> None:

@@ -65,9 +65,11 @@ def _path(kube: Kube, policy: Obj) -> str:
 class Ours:
     """``kinitiras-py serve`` against the cluster, and the policies it serves."""
 
-    def __init__(self, kube: Kube, log: Callable[[str], None]) -> None:
+    def __init__(self, kube: Kube, log: Callable[[str], None], url: str = "", ca_pem: bytes = b"") -> None:
         self.kube = kube
         self.log = log
+        self.url, self.ca_pem = url, ca_pem
+        """Where the webhook serves (its /metrics too), and the CA its certificate is from."""
         self.present: dict[str, Obj] = {}
         """The benchmark policies in the cluster, by path."""
 
@@ -89,8 +91,29 @@ class Ours:
             if time.monotonic() - started > timeout:
                 raise RuntimeError(f"only {ready} of {len(wanted)} policies became Ready within {timeout:.0f} s")
             await asyncio.sleep(0.5)
-        self.log(f"  {len(new)} policies created, {len(gone)} deleted, all {len(wanted)} Ready "
-                 f"in {time.monotonic() - started:.1f} s")
+        took = time.monotonic() - started
+        waited = await self.quiet() if self.url else 0.0
+        self.log(f"  {len(new)} policies created, {len(gone)} deleted, all {len(wanted)} Ready in {took:.1f} s, "
+                 f"the webhook quiet {waited:.1f} s later")
+
+    async def quiet(self, seconds: float = 2.0, timeout: float = 180.0) -> float:
+        """Wait until the webhook has answered no request for ``seconds`` (at most ``timeout``);
+        the seconds waited. The control plane goes on reacting to a set-up after its policies are
+        Ready: each new namespace (of the namespaced policies) gets a ServiceAccount token Secret
+        and a CA ConfigMap from the controller manager, at its own pace, each admitted by the
+        webhook. Timed Pods must not share the machine with that."""
+        started = time.monotonic()
+        context = ssl.create_default_context(cadata=self.ca_pem.decode())
+        last, since = -1.0, started
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session:
+            while (now := time.monotonic()) - since < seconds and now - started < timeout:
+                async with session.get(self.url + "/metrics") as resp:
+                    answered = sum(float(line.rsplit(" ", 1)[1]) for line in (await resp.text()).splitlines()
+                                   if line.startswith("kinitiras_webhook_requests_total{"))
+                if answered != last:
+                    last, since = answered, time.monotonic()
+                await asyncio.sleep(0.25)
+        return time.monotonic() - started
 
     async def clear(self) -> None:
         """Delete the benchmark policies."""
@@ -120,7 +143,7 @@ async def ours(kube: Kube, log: Callable[[str], None], start_timeout: float = 90
             f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=",
             f"--mutating-config={CONFIG}", f"--validating-config={CONFIG}",
             *(() if cel_results else ("--cel-results-mib=0", "--mutation-results-mib=0"))], log_file)
-        state = Ours(kube, log)
+        state = Ours(kube, log, f"https://127.0.0.1:{port}", ca.cert)
         try:
             await _wait_ready(f"https://127.0.0.1:{port}/readyz", ca.cert, pid, log_file, start_timeout)
             yield state
