@@ -4,7 +4,8 @@
 thousand requests a second costs more than the look-up of a remembered mutation. Here a request
 only enters its task and deadline in a dict and leaves it; one periodic check, running only
 while requests are in flight, cancels the tasks whose deadline has passed. A request may so run
-up to one :attr:`Deadlines.tick` past its deadline, which stays below the API server's timeout.
+up to one check's interval (at most 50 ms) past its deadline, which stays below the API server's
+timeout.
 """
 
 from __future__ import annotations
@@ -14,29 +15,35 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 T = TypeVar("T")
+MAX_TICK = 0.05
+"""The longest interval between checks, in seconds."""
 
 
 class Deadlines:
-    """Tasks in flight with their deadlines, checked every :attr:`tick` seconds."""
+    """Tasks in flight with their deadlines, checked every tenth of the shortest deadline in
+    flight, at most every :data:`MAX_TICK` seconds (how late a deadline may fire)."""
 
-    def __init__(self, seconds: float, tick: float | None = None) -> None:
-        self.seconds = seconds
-        self.tick = tick if tick is not None else min(0.05, seconds / 10)
-        """How often deadlines are checked (at most 1/10 of ``seconds``): how late one may fire."""
+    def __init__(self, tick: float | None = None) -> None:
+        self.tick = tick
+        """A fixed interval between checks instead (tests)."""
         self._running: dict[asyncio.Task[object], float] = {}
         self._expired: set[asyncio.Task[object]] = set()
-        self._armed = False
+        self._interval: float | None = None
+        """Between the checks while one is scheduled; None while none is."""
 
-    async def run(self, work: Awaitable[T]) -> T:
-        """``await work`` in the current task; TimeoutError when its deadline passes first. A
+    async def run(self, work: Awaitable[T], seconds: float) -> T:
+        """``await work`` in the current task; TimeoutError when ``seconds`` pass first. A
         cancellation that is not ours (the server stopping) goes through as it came."""
         task = asyncio.current_task()
         assert task is not None  # a request is always handled in a task
         loop = asyncio.get_running_loop()
-        self._running[task] = loop.time() + self.seconds
-        if not self._armed:
-            self._armed = True
-            loop.call_later(self.tick, self._check, loop)
+        self._running[task] = loop.time() + seconds
+        interval = self.tick if self.tick is not None else min(MAX_TICK, seconds / 10)
+        if self._interval is None:
+            self._interval = interval
+            loop.call_later(interval, self._check, loop)
+        else:
+            self._interval = min(self._interval, interval)  # from the next check on
         try:
             return await work
         except asyncio.CancelledError:
@@ -53,6 +60,7 @@ class Deadlines:
             if deadline <= now and task not in self._expired:
                 self._expired.add(task)
                 task.cancel()
-        self._armed = bool(self._running)
-        if self._armed:
-            loop.call_later(self.tick, self._check, loop)
+        if self._running and self._interval is not None:
+            loop.call_later(self._interval, self._check, loop)
+        else:
+            self._interval = None

@@ -41,7 +41,7 @@ class Handlers:
     object unchanged (with a warning saying why), Fail denies it."""
 
     def __post_init__(self) -> None:
-        self._deadlines = Deadlines(self.deadline)
+        self._deadlines = Deadlines()
 
     def _respond(self, endpoint: str, body: bytes, code: int, started: float) -> web.Response:
         self.metrics.requests.answered(endpoint, code, time.perf_counter() - started)
@@ -74,7 +74,7 @@ class Handlers:
         self.metrics.requests.entered(endpoint)
         try:
             run = self._mutate if endpoint == "mutate" else self._validate
-            out, code = await self._deadlines.run(run(review))
+            out, code = await self._deadlines.run(run(review), self.deadline)
         except TimeoutError:
             log.error("deadline exceeded", extra={"endpoint": endpoint, "uid": review.uid})
             out, code = self._failed(review, f"kinitiras-py did not finish within its {self.deadline:g} s deadline")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -229,6 +230,19 @@ async def test_internal_deadline_answers_before_the_api_server_gives_up(aiohttp_
     _status, doc = await post(client, "/mutate", review("CREATE", secret))
     assert doc["response"]["allowed"] is False
     assert "deadline" in doc["response"]["status"]["message"]
+
+
+async def test_the_deadline_in_force_is_the_handlers_own_even_when_changed(aiohttp_client: Any) -> None:
+    handlers = make_handlers([owner_policy("Fail")], SlowStore(), deadline=30, lookup_timeout=5)
+    handlers.deadline = 0.2  # the watchdog keeps no copy of its own
+    client = await aiohttp_client(make_app(handlers))
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "s", "namespace": "default",
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}]}}
+    started = time.monotonic()
+    _status, doc = await post(client, "/mutate", review("CREATE", secret))
+    assert time.monotonic() - started < 2
+    assert doc["response"]["status"]["message"] == "kinitiras-py did not finish within its 0.2 s deadline"
 
 
 async def test_unexpected_error_is_a_denial_not_a_traceback(aiohttp_client: Any) -> None:

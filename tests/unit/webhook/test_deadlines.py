@@ -11,29 +11,29 @@ from kinitiras_py.webhook.deadlines import Deadlines
 
 
 async def test_work_past_its_deadline_ends_in_a_timeout_within_one_tick() -> None:
-    deadlines = Deadlines(0.2, tick=0.02)
+    deadlines = Deadlines(tick=0.02)
     started = time.monotonic()
     with pytest.raises(TimeoutError):
-        await deadlines.run(asyncio.sleep(5))
+        await deadlines.run(asyncio.sleep(5), 0.2)
     assert 0.2 <= time.monotonic() - started < 0.2 + 0.02 + 0.1  # the tick, and a loop's slack
 
 
 async def test_work_within_its_deadline_returns_its_result() -> None:
-    deadlines = Deadlines(1.0, tick=0.01)
+    deadlines = Deadlines(tick=0.01)
 
     async def answer() -> str:
         await asyncio.sleep(0.05)
         return "done"
 
-    assert await deadlines.run(answer()) == "done"
+    assert await deadlines.run(answer(), 1.0) == "done"
 
 
 async def test_only_the_late_requests_time_out() -> None:
-    deadlines = Deadlines(0.15, tick=0.01)
+    deadlines = Deadlines(tick=0.01)
 
     async def request(seconds: float) -> str:
         try:
-            await deadlines.run(asyncio.sleep(seconds))
+            await deadlines.run(asyncio.sleep(seconds), 0.15)
         except TimeoutError:
             return "late"
         return "in time"
@@ -44,8 +44,8 @@ async def test_only_the_late_requests_time_out() -> None:
 
 async def test_a_cancellation_that_is_not_the_deadlines_goes_through() -> None:
     # The server stopping cancels the handlers' tasks: that must stay a cancellation, not an answer.
-    deadlines = Deadlines(5.0, tick=0.01)
-    task = asyncio.create_task(deadlines.run(asyncio.sleep(5)))
+    deadlines = Deadlines(tick=0.01)
+    task = asyncio.create_task(deadlines.run(asyncio.sleep(5), 5.0))
     await asyncio.sleep(0.02)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -53,8 +53,8 @@ async def test_a_cancellation_that_is_not_the_deadlines_goes_through() -> None:
 
 
 async def test_a_cancellation_besides_the_deadline_is_not_taken_for_it() -> None:
-    deadlines = Deadlines(0.0, tick=60)  # past its deadline at once; checked only when told
-    task = asyncio.create_task(deadlines.run(asyncio.sleep(5)))
+    deadlines = Deadlines(tick=60)  # checked only when told
+    task = asyncio.create_task(deadlines.run(asyncio.sleep(5), 0.0))  # past its deadline at once
     await asyncio.sleep(0)  # the task is in flight
     deadlines._check(asyncio.get_running_loop())  # the deadline cancels it...
     task.cancel()  # ...and so does someone else, before it runs again
@@ -64,25 +64,33 @@ async def test_a_cancellation_besides_the_deadline_is_not_taken_for_it() -> None
 
 async def test_a_nested_timeout_inside_the_work_does_not_swallow_the_deadline() -> None:
     # The pipeline's lookups run under their own asyncio.timeout, longer than what is left.
-    deadlines = Deadlines(0.1, tick=0.01)
+    deadlines = Deadlines(tick=0.01)
 
     async def lookup() -> None:
         async with asyncio.timeout(5):
             await asyncio.sleep(5)
 
     with pytest.raises(TimeoutError):
-        await deadlines.run(lookup())
+        await deadlines.run(lookup(), 0.1)
     assert not deadlines._running and not deadlines._expired
 
 
 async def test_the_watchdog_sleeps_when_no_request_is_in_flight() -> None:
-    deadlines = Deadlines(1.0, tick=0.01)
-    await deadlines.run(asyncio.sleep(0))
-    assert deadlines._armed  # checks until it has seen the dict empty
+    deadlines = Deadlines(tick=0.01)
+    await deadlines.run(asyncio.sleep(0), 1.0)
+    assert deadlines._interval is not None  # checks until it has seen the dict empty
     await asyncio.sleep(0.05)
-    assert not deadlines._armed and not deadlines._running
+    assert deadlines._interval is None and not deadlines._running
 
 
-def test_the_tick_is_at_most_a_tenth_of_the_deadline() -> None:
-    assert Deadlines(2.5).tick == 0.05
-    assert Deadlines(0.2).tick == pytest.approx(0.02)
+async def test_checks_come_every_tenth_of_the_shortest_deadline_in_flight_at_most_every_50_ms() -> None:
+    deadlines = Deadlines()
+    slow = asyncio.create_task(deadlines.run(asyncio.sleep(5), 2.5))
+    await asyncio.sleep(0)
+    assert deadlines._interval == 0.05
+    with pytest.raises(TimeoutError):
+        await deadlines.run(asyncio.sleep(5), 0.2)  # a shorter deadline: checks every 20 ms from then on
+    assert deadlines._interval == pytest.approx(0.02)
+    slow.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await slow
