@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import orjson
 
+from kinitiras_py.base.bounded import Cache
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import selection
 from kinitiras_py.engine.evaluation import celvalues
@@ -106,28 +107,11 @@ class Recalled(Mutation):
         return self._entry.patch_json if self._entry.patch_json != b"[]" else None
 
 
-class Mutations:
+class Mutations(Cache[Key, _Entry | _Selected]):
     """A bounded map (inputs) → mutation, the least recently used entries leaving first."""
 
     def __init__(self, max_bytes: int = DEFAULT_BYTES) -> None:
-        self.max_bytes = max_bytes
-        self.hits = 0
-        self.misses = 0
-        self._entries: dict[Key, _Entry | _Selected] = {}
-        self._bytes = 0
-
-    @property
-    def enabled(self) -> bool:
-        """Whether mutations are kept at all."""
-        return self.max_bytes > 0
-
-    @property
-    def size(self) -> int:
-        """The bytes held, as counted against :attr:`max_bytes`."""
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        super().__init__(max_bytes)
 
     def matches(self, generation: int, fingerprint: bytes | None, find: Callable[[], list[Match]]) -> list[Match]:
         """What ``find`` (selection in the index of ``generation``) gives for the request with
@@ -136,9 +120,8 @@ class Mutations:
         if fingerprint is None or not self.enabled:
             return find()
         key = (b"%d" % generation, fingerprint)
-        entry = self._entries.pop(key, None)
+        entry = self._entries.get(key, refresh=True)
         if isinstance(entry, _Selected):
-            self._entries[key] = entry  # the most recently used now
             return list(entry.matches)
         found = find()
         self._keep(key, _Selected(tuple(found), len(key[0]) + len(fingerprint) + 8 * len(found) + _OVERHEAD))
@@ -147,11 +130,10 @@ class Mutations:
     def recall(self, key: Key, seconds: float = 0.0) -> Mutation | None:
         """The mutation remembered for ``key`` answered afresh, or None. ``seconds`` (the time
         the look-up took) is shared among the matched policies as their time, for metrics."""
-        entry = self._entries.pop(key, None)
+        entry = self._entries.get(key, refresh=True)
         if not isinstance(entry, _Entry):
             self.misses += 1
             return None
-        self._entries[key] = entry  # the most recently used now
         self.hits += 1
         return Recalled(entry, seconds)
 
@@ -173,17 +155,8 @@ class Mutations:
 
     def _keep(self, key: Key, entry: _Entry | _Selected) -> None:
         """Add ``entry`` unless it is too large; the least recently used leave until it fits."""
-        if entry.cost > min(MAX_ENTRY_BYTES, self.max_bytes):
-            return
-        self._entries[key] = entry
-        self._bytes += entry.cost
-        while self._bytes > self.max_bytes:
-            self._bytes -= self._entries.pop(next(iter(self._entries))).cost
-
-    def clear(self) -> None:
-        """Forget every entry (the counters stay)."""
-        self._entries.clear()
-        self._bytes = 0
+        if entry.cost <= MAX_ENTRY_BYTES:
+            self._entries.put(key, entry, entry.cost)
 
 
 MUTATIONS = Mutations()
@@ -192,9 +165,7 @@ MUTATIONS = Mutations()
 
 def configure(max_bytes: int) -> None:
     """Keep at most ``max_bytes`` of mutations (0: none); entries and counters start afresh."""
-    MUTATIONS.clear()
-    MUTATIONS.max_bytes = max_bytes
-    MUTATIONS.hits = MUTATIONS.misses = 0
+    MUTATIONS.configure(max_bytes)
 
 
 def key(fingerprint: bytes | None, generation: int, matches: list[Match], features: int,

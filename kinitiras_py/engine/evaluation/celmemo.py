@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import orjson
 
+from kinitiras_py.base.bounded import Cache
 from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.evaluation import celvalues
 
@@ -34,29 +35,12 @@ MISSING: Final = object()
 """What :meth:`Results.get` returns when it has no entry."""
 
 
-class Results:
+class Results(Cache[tuple[str, bytes], bytes]):
     """A bounded map (program source, parts read) → result; safe to share between threads."""
 
     def __init__(self, max_bytes: int = DEFAULT_BYTES) -> None:
-        self.max_bytes = max_bytes
-        self.hits = 0
-        self.misses = 0
-        self._entries: dict[tuple[str, bytes], bytes] = {}
-        self._bytes = 0
+        super().__init__(max_bytes)
         self._lock = threading.Lock()
-
-    @property
-    def enabled(self) -> bool:
-        """Whether results are kept at all."""
-        return self.max_bytes > 0
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @property
-    def size(self) -> int:
-        """The bytes held, as counted against :attr:`max_bytes`."""
-        return self._bytes
 
     def get(self, source: str, key: bytes) -> Any:
         """The result ``source`` gave for the parts ``key`` (a fresh copy), or :data:`MISSING`."""
@@ -74,20 +58,12 @@ class Results:
         if blob is None or len(key) > MAX_ENTRY_BYTES or cost > self.max_bytes:
             return
         with self._lock:
-            if (source, key) in self._entries:
-                return
-            self._entries[(source, key)] = blob
-            self._bytes += cost
-            while self._bytes > self.max_bytes:
-                oldest = next(iter(self._entries))
-                old = self._entries.pop(oldest)
-                self._bytes -= len(oldest[1]) + len(old) + _OVERHEAD
+            self._entries.put((source, key), blob, cost)
 
     def clear(self) -> None:
         """Forget every entry (the counters stay)."""
         with self._lock:
-            self._entries.clear()
-            self._bytes = 0
+            super().clear()
 
 
 def key(data: Mapping[str, JSON]) -> bytes | None:
@@ -110,6 +86,4 @@ RESULTS = Results()
 
 def configure(max_bytes: int) -> None:
     """Keep at most ``max_bytes`` of results (0: none); entries and counters start afresh."""
-    RESULTS.clear()
-    RESULTS.max_bytes = max_bytes
-    RESULTS.hits = RESULTS.misses = 0
+    RESULTS.configure(max_bytes)
