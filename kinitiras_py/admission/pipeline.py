@@ -175,9 +175,9 @@ class Pipeline:
         generation = self.overrides.generation  # of the index that finds the matches, with no await between
         # A later tier's object was changed: the request's fingerprint and size are not its own.
         received = obj is request.object
+        fingerprint = request.fingerprint if received else None
         found = mutationmemo.MUTATIONS.matches(
-            generation, request.fingerprint if received else None,
-            lambda: list(self.overrides.matching(obj, request.operation, request.namespace)))
+            generation, fingerprint, lambda: list(self.overrides.matching(obj, request.operation, request.namespace)))
         matches = found if tier is None else [m for m in found if m[0].tier == tier]
         if not matches:
             return Mutation(object=obj)
@@ -198,8 +198,8 @@ class Pipeline:
             programs, missing = await sidecars.programs(matches, obj, self.store, self.lookup_timeout)
             errors.update(missing)
         started = time.perf_counter()
-        memo = mutationmemo.key(request.fingerprint if received else None, generation, matches, features,
-                                variables["namespaceObject"], params, errors, programs)
+        memo = mutationmemo.key(fingerprint, generation, matches, features, variables["namespaceObject"], params,
+                                errors, programs)
         if memo is not None:
             recalled = mutationmemo.MUTATIONS.recall(memo, time.perf_counter() - started)
             if recalled is not None:
