@@ -75,6 +75,7 @@ class Recalled(Mutation):
         self._patch: Patch | None = None
         self.applied, self.warnings = list(entry.applied), list(entry.warnings)
         self.failure, self.ignored = None, []  # a mutation in which a rule failed is not remembered
+        self.stamp = None  # the pipeline says what the outcome depends on
         self.timings = dict.fromkeys(entry.timed, seconds / len(entry.timed) if entry.timed else 0.0)
 
     @property

@@ -150,12 +150,12 @@ class Pipeline:
         applied against the object the tiers before it produced. DELETE and CONNECT change nothing
         (there is no object to keep)."""
         if request.operation in ("DELETE", "CONNECT"):
-            return Mutation(object=request.object)
+            return Mutation(object=request.object, stamp=self.overrides.generation)
         until = time.monotonic() + self.lookup_timeout
         tiers = self.overrides.tiers()
         if len(tiers) <= 1:
             return await self._mutate_tier(request, request.object, None, until)
-        total = Mutation(object=request.object)
+        total = Mutation(object=request.object, stamp=self.overrides.generation)
         for tier in tiers:
             one = await self._mutate_tier(request, total.object, tier, until)
             total.warnings += one.warnings
@@ -167,6 +167,8 @@ class Pipeline:
                                 ignored=total.ignored, timings=total.timings)
             # Each tier's patch applies to the previous tier's result: in sequence, they are one patch.
             total.object, total.patch, total.applied = one.object, total.patch + one.patch, total.applied + one.applied
+            if one.stamp != total.stamp:  # a tier read more, or the index changed in between
+                total.stamp = None
         return total
 
     async def _mutate_tier(self, request: Request, obj: Obj, tier: int | None, until: float) -> Mutation:
@@ -180,7 +182,7 @@ class Pipeline:
             generation, fingerprint, lambda: list(self.overrides.matching(obj, request.operation, request.namespace)))
         matches = found if tier is None else [m for m in found if m[0].tier == tier]
         if not matches:
-            return Mutation(object=obj)
+            return Mutation(object=obj, stamp=generation)
         features = self.overrides.features(matches)
         variables = await self._variables(request, obj, features)
         failed: dict[tuple[str, int], str] = {}
@@ -188,7 +190,8 @@ class Pipeline:
         if features & selection.CONDITIONS:
             matches, failed, shared = await self._conditioned(matches, variables)
             if not matches:
-                return Mutation(object=obj)
+                alone = not (failed or shared or features & selection.NAMESPACE)
+                return Mutation(object=obj, stamp=generation if alone else None)
         params, errors = await self._params(matches, obj)
         if shared:
             params = self._merged(params, shared, matches)
@@ -200,14 +203,19 @@ class Pipeline:
         started = time.perf_counter()
         memo = mutationmemo.key(fingerprint, generation, matches, features, variables["namespaceObject"], params,
                                 errors, programs)
+        # The outcome depends on the request and the index alone: nothing looked up, no script.
+        alone = not (errors or params or shared or programs or features & (selection.NAMESPACE | selection.JAVASCRIPT))
         if memo is not None:
             recalled = mutationmemo.MUTATIONS.recall(memo, time.perf_counter() - started)
             if recalled is not None:
+                recalled.stamp = generation if alone else None
                 return recalled
         mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
                                          request, received, until)
         if memo is not None:
             mutationmemo.MUTATIONS.remember(memo, mutation)
+        if alone and mutation.failure is None and not mutation.ignored:
+            mutation.stamp = generation
         return mutation
 
     @staticmethod

@@ -56,6 +56,12 @@ class Bounded(Generic[K, V]):
             self._bytes -= self._entries.pop(next(iter(self._entries)))[1]
         return True
 
+    def discard(self, key: K) -> None:
+        """Forget the entry for ``key``, if any."""
+        found = self._entries.pop(key, None)
+        if found is not None:
+            self._bytes -= found[1]
+
     def clear(self) -> None:
         """Forget every entry."""
         self._entries.clear()

@@ -44,14 +44,17 @@ class RateStats:
 
 
 def review(pod: Obj) -> bytes:
-    """An AdmissionReview v1 CREATE of ``pod``, as the API server sends it."""
+    """An AdmissionReview v1 CREATE of ``pod``, as the API server sends it: its members in the
+    order it writes them (the name left out when the Pod has none yet, as with generateName)."""
     meta = pod["metadata"]
+    kind, resource = {"group": "", "version": "v1", "kind": "Pod"}, {"group": "", "version": "v1", "resource": "pods"}
+    named = {"name": meta["name"]} if meta.get("name") else {}
     return orjson.dumps({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                    "resource": {"group": "", "version": "v1", "resource": "pods"},
-                    "name": meta.get("name", ""), "namespace": meta["namespace"], "operation": "CREATE",
-                    "userInfo": {"username": "bench"}, "object": pod, "dryRun": False},
+        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {"uid": str(uuid.uuid4()), "kind": kind, "resource": resource, "requestKind": kind,
+                    "requestResource": resource, **named, "namespace": meta["namespace"], "operation": "CREATE",
+                    "userInfo": {"username": "bench"}, "object": pod, "oldObject": None, "dryRun": False,
+                    "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}},
     })
 
 

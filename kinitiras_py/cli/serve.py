@@ -29,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "one template are evaluated once (0 switches it off; default %(default)s)")
     p.add_argument("--mutation-results-mib", type=_mebibytes, default=mutationmemo.DEFAULT_BYTES / 2**20,
                    help="memory for whole mutations remembered by everything they depend on, so identical "
-                        "objects (a Deployment's replicas) are answered without running the rules again "
+                        "objects (a Deployment's replicas) are answered without running the rules again; half "
+                        "of it keeps answers by the request's bytes, so those are not even decoded again "
                         "(0 switches it off; default %(default)s)")
     p.add_argument("--mutating-config", default="kinitiras-py", help="MutatingWebhookConfiguration name")
     p.add_argument("--validating-config", default="kinitiras-py", help="ValidatingWebhookConfiguration name")

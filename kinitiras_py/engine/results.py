@@ -74,6 +74,10 @@ class Mutation:
     """Rules that failed with failurePolicy Ignore and were skipped (each also a warning)."""
     timings: dict[PolicyId, float] = field(default_factory=dict)
     """Seconds spent per matching policy, for metrics."""
+    stamp: int | None = None
+    """The generation of the override policy index the outcome was made under, when it depends on
+    nothing else than the request and that index (no Namespace, reference or sidecar template
+    read, no JavaScript, no rule failed or skipped); None otherwise."""
 
     @property
     def allowed(self) -> bool:

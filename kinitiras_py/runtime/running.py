@@ -23,6 +23,7 @@ from kinitiras_py.registration.coverage import CoverageGate
 from kinitiras_py.registration.reconciler import Reconciler
 from kinitiras_py.runtime import certificates
 from kinitiras_py.runtime.settings import Settings
+from kinitiras_py.webhook import answers
 from kinitiras_py.webhook import server as webhook_server
 from kinitiras_py.webhook.app import make_app, make_metrics_app
 from kinitiras_py.webhook.handlers import Handlers
@@ -50,7 +51,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     gate = CoverageGate(watch, on_in_force=lambda p: status.on_change(p.kind, p.namespace or None, p.name, p, None))
     indexes: CoverageGate | PolicyWatch = gate if settings.register else watch
     celmemo.configure(settings.cel_results_bytes)
-    mutationmemo.configure(settings.mutation_results_bytes)
+    # One budget for the two memories of mutations: by their inputs, and by the request's bytes.
+    mutationmemo.configure(settings.mutation_results_bytes - settings.mutation_results_bytes // 2)
+    answers.configure(settings.mutation_results_bytes // 2)
     pipeline = Pipeline(indexes.overrides, indexes.validations, store, http, lookup_timeout=settings.lookup_timeout)
     cert_dir = settings.server.cert_dir
 

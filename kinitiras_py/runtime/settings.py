@@ -40,4 +40,5 @@ class Settings:
     cel_results_bytes: int = celmemo.DEFAULT_BYTES
     """Memory for CEL results remembered by the parts of the object a rule read (0: none)."""
     mutation_results_bytes: int = mutationmemo.DEFAULT_BYTES
-    """Memory for whole mutations remembered by all their inputs (0: none)."""
+    """Memory for whole mutations remembered by all their inputs, half of it for their answers
+    remembered by the request's bytes (0: none)."""

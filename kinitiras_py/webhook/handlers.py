@@ -14,7 +14,7 @@ from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base.errors import ReviewError
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.results import RuleFailure
-from kinitiras_py.webhook import body, codec
+from kinitiras_py.webhook import answers, body, codec
 from kinitiras_py.webhook.deadlines import Deadlines
 from kinitiras_py.webhook.metrics import Metrics
 
@@ -65,25 +65,39 @@ class Handlers:
             return self._respond(endpoint, codec.denied(api_version, uid, message, 413), 413, started)
         try:
             body.check_content_type(request)
+        except ReviewError as e:
+            return self._respond(endpoint, self._bad(endpoint, data, e), 400, started)
+        out, code = await self.answer(endpoint, data)
+        return self._respond(endpoint, out, code, started)
+
+    async def answer(self, endpoint: str, data: bytes) -> tuple[bytes, int]:
+        """The answer to the AdmissionReview ``data`` (a whole body) at ``endpoint``, and its HTTP code."""
+        known = answers.request(data) if endpoint == "mutate" and answers.ANSWERS.enabled else None
+        if known is not None and (remembered := self._recall(known)) is not None:
+            return remembered, 200
+        try:
             review = codec.decode(data)
         except ReviewError as e:
-            api_version, uid = codec.peek_uid(data)
-            log.warning("bad admission request", extra={"endpoint": endpoint, "reason": str(e)})
-            return self._respond(endpoint, codec.denied(api_version, uid, f"bad admission request: {e}", 400), 400,
-                                 started)
+            return self._bad(endpoint, data, e), 400
         self.metrics.requests.entered(endpoint)
         try:
-            run = self._mutate if endpoint == "mutate" else self._validate
-            out, code = await self._deadlines.run(run(review), self.deadline)
+            run = self._mutate(review, known) if endpoint == "mutate" else self._validate(review)
+            return await self._deadlines.run(run, self.deadline)
         except TimeoutError:
             log.error("deadline exceeded", extra={"endpoint": endpoint, "uid": review.uid})
-            out, code = self._failed(review, f"kinitiras-py did not finish within its {self.deadline:g} s deadline")
+            return self._failed(review, f"kinitiras-py did not finish within its {self.deadline:g} s deadline")
         except Exception as e:  # an answer with this request's uid, never a dropped request
             log.exception("unexpected error", extra={"endpoint": endpoint, "uid": review.uid})
-            out, code = self._failed(review, f"kinitiras-py internal error: {e}")
+            return self._failed(review, f"kinitiras-py internal error: {e}")
         finally:
             self.metrics.requests.left(endpoint)
-        return self._respond(endpoint, out, code, started)
+
+    @staticmethod
+    def _bad(endpoint: str, data: bytes, error: ReviewError) -> bytes:
+        """The 400 answer to a request that is not a review we can read."""
+        api_version, uid = codec.peek_uid(data)
+        log.warning("bad admission request", extra={"endpoint": endpoint, "reason": str(error)})
+        return codec.denied(api_version, uid, f"bad admission request: {error}", 400)
 
     def _failed(self, review: codec.Review, message: str) -> tuple[bytes, int]:
         """The answer to a request the webhook could not finish, as :attr:`failure_policy` says."""
@@ -92,7 +106,20 @@ class Handlers:
             return codec.allowed(review.api_version, review.uid, None, [warning]), 500
         return codec.denied(review.api_version, review.uid, message, 500), 500
 
-    async def _mutate(self, review: codec.Review) -> tuple[bytes, int]:
+    def _recall(self, known: answers.Request) -> bytes | None:
+        """The remembered answer to the request ``known``, if the policies in force are still those
+        it was made under; its policies are counted as they were when it was made."""
+        started = time.perf_counter()
+        answer = answers.ANSWERS.recall(known, self.pipeline.overrides.generation)
+        if answer is None:
+            return None
+        self.metrics.observe_policies(dict.fromkeys(answer.timed, (time.perf_counter() - started)
+                                                    / (len(answer.timed) or 1)), answer.patched)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("mutate", extra={"uid": known.uid, "remembered": True, "patched": len(answer.patched)})
+        return answer.to(known.uid)
+
+    async def _mutate(self, review: codec.Review, known: answers.Request | None = None) -> tuple[bytes, int]:
         req = review.request
         if req.operation == "CONNECT":
             return codec.allowed(review.api_version, review.uid), 200
@@ -110,7 +137,11 @@ class Handlers:
         if mutation.failure is not None:
             self._report(mutation.failure, req.dry_run)
             return codec.denied(review.api_version, review.uid, str(mutation.failure), 403, mutation.warnings), 403
-        return codec.allowed(review.api_version, review.uid, mutation.patch_json(), mutation.warnings), 200
+        answer = codec.allowed(review.api_version, review.uid, mutation.patch_json(), mutation.warnings)
+        if known is not None and mutation.stamp is not None:
+            answers.ANSWERS.remember(known, review.uid, mutation.stamp, answer, tuple(mutation.timings),
+                                     tuple(rule.policy for rule in mutation.applied))
+        return answer, 200
 
     async def _validate(self, review: codec.Review) -> tuple[bytes, int]:
         req = review.request

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -14,6 +14,7 @@ from prometheus_client.utils import floatToGoString
 from kinitiras_py.admission import mutationmemo
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, Verdict
+from kinitiras_py.webhook import answers
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -42,10 +43,15 @@ class Metrics:
 
     def observe_mutation(self, mutation: Mutation) -> None:
         """Count what one mutation did, per policy."""
-        self.per_policy.observe(mutation.timings)
-        for applied in mutation.applied:
-            self.per_policy.patched(applied.policy)
+        self.observe_policies(mutation.timings, [applied.policy for applied in mutation.applied])
         self._observe_failures(mutation.failure, mutation.ignored)
+
+    def observe_policies(self, timings: dict[PolicyId, float], patched: Iterable[PolicyId]) -> None:
+        """Count the policies that matched (with their time) and the policy of each rule that
+        changed the object."""
+        self.per_policy.observe(timings)
+        for policy in patched:
+            self.per_policy.patched(policy)
 
     def observe_verdict(self, verdict: Verdict) -> None:
         """Count what one validation did, per policy."""
@@ -220,3 +226,12 @@ class _Results:
                                   value=mutations.misses)
         yield GaugeMetricFamily("kinitiras_mutation_results_bytes", "Memory held by the memory of mutations",
                                 value=mutations.size)
+        remembered = answers.ANSWERS
+        yield CounterMetricFamily("kinitiras_mutation_answers_looked_up",
+                                  "/mutate requests answered from remembered answers, the request not decoded",
+                                  value=remembered.hits)
+        yield CounterMetricFamily("kinitiras_mutation_answers_made",
+                                  "/mutate requests laid out as the API server writes them that had no "
+                                  "remembered answer", value=remembered.misses)
+        yield GaugeMetricFamily("kinitiras_mutation_answers_bytes", "Memory held by remembered answers",
+                                value=remembered.size)

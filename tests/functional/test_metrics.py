@@ -21,6 +21,7 @@ from tests.functional.test_webhook import (
     DEPLOYMENT,
     OVERSELL,
     SlowStore,
+    api_review,
     make_handlers,
     owner_policy,
     post,
@@ -93,7 +94,10 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
                            ("/mutate", review("CREATE", SECRET)), ("/mutate", review("CREATE", ACCOUNT)),
                            ("/validate", review("DELETE", None, PROTECTED)), ("/validate", review("CREATE", cm)),
                            ("/mutate", b"{not json"), ("/mutate", review("CREATE", DEPLOYMENT)),
-                           ("/mutate", review("CREATE", renamed))]:
+                           ("/mutate", review("CREATE", renamed)),
+                           # As the API server writes them: the second is answered as the first was.
+                           ("/mutate", api_review("CREATE", DEPLOYMENT, "u-1")),
+                           ("/mutate", api_review("CREATE", DEPLOYMENT, "u-2"))]:
         await post(client, endpoint, body)
     synced = _Informer()
     synced.synced.set()
@@ -104,31 +108,35 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     ignore, fail, protect = "ClusterOverridePolicy owner-ignore", "ClusterOverridePolicy owner-fail", \
         "ClusterValidatePolicy protect-ns"
     expected = {
-        ("kinitiras_webhook_requests_total", (("code", "200"), ("endpoint", "mutate"))): 5.0,
+        ("kinitiras_webhook_requests_total", (("code", "200"), ("endpoint", "mutate"))): 7.0,
         ("kinitiras_webhook_requests_total", (("code", "400"), ("endpoint", "mutate"))): 1.0,
         ("kinitiras_webhook_requests_total", (("code", "403"), ("endpoint", "mutate"))): 1.0,  # owner-fail
         ("kinitiras_webhook_requests_total", (("code", "403"), ("endpoint", "validate"))): 1.0,
         ("kinitiras_webhook_requests_total", (("code", "200"), ("endpoint", "validate"))): 1.0,
-        ("kinitiras_webhook_request_duration_seconds_count", (("endpoint", "mutate"),)): 7.0,
+        ("kinitiras_webhook_request_duration_seconds_count", (("endpoint", "mutate"),)): 9.0,
         ("kinitiras_webhook_request_duration_seconds_count", (("endpoint", "validate"),)): 2.0,
         ("kinitiras_webhook_requests_in_flight", (("endpoint", "mutate"),)): 0.0,
-        ("kinitiras_policy_matched_total", (("policy", oversell),)): 3.0,
+        ("kinitiras_policy_matched_total", (("policy", oversell),)): 5.0,
         ("kinitiras_policy_matched_total", (("policy", label_cm),)): 1.0,
         ("kinitiras_policy_matched_total", (("policy", ignore),)): 1.0,
         ("kinitiras_policy_matched_total", (("policy", fail),)): 1.0,
         ("kinitiras_policy_matched_total", (("policy", protect),)): 1.0,
-        ("kinitiras_policy_patched_total", (("policy", oversell),)): 3.0,
+        ("kinitiras_policy_patched_total", (("policy", oversell),)): 5.0,
         ("kinitiras_policy_patched_total", (("policy", label_cm),)): 1.0,
         ("kinitiras_policy_rejected_total", (("action", "Deny"), ("policy", protect))): 1.0,
         ("kinitiras_policy_errors_total", (("outcome", "ignored"), ("policy", ignore))): 1.0,
         ("kinitiras_policy_errors_total", (("outcome", "denied"), ("policy", fail))): 1.0,
         ("kinitiras_policy_errors_total", (("outcome", "ignored"), ("policy", "ClusterValidatePolicy cm-check"))): 1.0,
         ("kinitiras_policy_matched_total", (("policy", "ClusterValidatePolicy cm-check"),)): 1.0,
-        ("kinitiras_policy_evaluation_seconds_count", (("policy", oversell),)): 3.0,
+        ("kinitiras_policy_evaluation_seconds_count", (("policy", oversell),)): 5.0,
         # The second Deployment, the same as the first, is answered from the memory of mutations
-        # (no rule runs); the renamed one is evaluated again, but its oversell program reads the
-        # same parts as before, so that program's result is looked up.
-        ("kinitiras_mutation_results_looked_up_total", ()): 1.0,
+        # (no rule runs), and so is the third, which comes in the API server's layout; the renamed
+        # one is evaluated again, but its oversell program reads the same parts as before, so that
+        # program's result is looked up. The fourth is the third but for its uid: its answer is
+        # the third's, the review not even decoded.
+        ("kinitiras_mutation_results_looked_up_total", ()): 2.0,
+        ("kinitiras_mutation_answers_looked_up_total", ()): 1.0,
+        ("kinitiras_mutation_answers_made_total", ()): 1.0,
         ("kinitiras_cel_results_looked_up_total", ()): 1.0,
         ("kinitiras_policy_evaluation_seconds_count", (("policy", label_cm),)): 1.0,
         ("kinitiras_policy_evaluation_seconds_count", (("policy", protect),)): 1.0,
@@ -142,6 +150,7 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     assert found[("kinitiras_cel_results_bytes", ())] > 0
     assert found[("kinitiras_mutation_results_evaluated_total", ())] >= 1.0
     assert found[("kinitiras_mutation_results_bytes", ())] > 0
+    assert found[("kinitiras_mutation_answers_bytes", ())] > 0
     for name in ("kinitiras_webhook_request_duration_seconds_sum", "kinitiras_policy_evaluation_seconds_sum"):
         assert all(v > 0 for (sample, _labels), v in found.items() if sample == name)
     # Every family the registry exports is one this test moved.
@@ -149,7 +158,7 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
                 if not f.name.endswith("_created")}  # the client's creation timestamps
     moved = {name.removesuffix("_total").removesuffix("_count") for name, _labels in expected}
     moved |= {"kinitiras_cel_results_evaluated", "kinitiras_cel_results_bytes", "kinitiras_mutation_results_evaluated",
-              "kinitiras_mutation_results_bytes"}
+              "kinitiras_mutation_results_bytes", "kinitiras_mutation_answers_bytes"}
     assert exported == moved
 
 

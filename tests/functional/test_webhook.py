@@ -102,6 +102,16 @@ def review(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | Non
     return orjson.dumps({"apiVersion": api_version, "kind": "AdmissionReview", "request": request})
 
 
+def api_review(operation: str, obj: dict[str, Any], uid: str = "uid-1") -> bytes:
+    """A review laid out as the API server writes it: kind first, the request's uid first."""
+    kind = {"group": "", "version": "v1", "kind": obj["kind"]}
+    request = {"uid": uid, "kind": kind, "resource": {"group": "", "version": "v1", "resource": "things"},
+               "requestKind": kind, "name": "", "namespace": "default", "operation": operation,
+               "userInfo": {"username": "alice"}, "object": obj, "oldObject": None, "dryRun": False,
+               "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}}
+    return orjson.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": request})
+
+
 def make_handlers(policies: list[dict[str, Any]], store: StaticStore | None = None, deadline: float = 2.5,
                   lookup_timeout: float = 2.0) -> Handlers:
     compiled = [compile_policy(p) for p in policies]

@@ -42,3 +42,14 @@ def test_a_cache_configured_anew_forgets_its_entries_and_counters() -> None:
     cache.configure(0)
     assert not cache.enabled and cache.size == 0 and len(cache) == 0 and cache.hits == cache.misses == 0
     assert cache.max_bytes == 0
+
+
+def test_a_discarded_entry_gives_back_its_bytes() -> None:
+    kept: Bounded[str, int] = Bounded(100)
+    kept.put("a", 1, 40)
+    kept.put("b", 2, 50)
+    kept.discard("a")
+    kept.discard("missing")
+    assert ("a" in kept, kept.get("b"), kept.size, len(kept)) == (False, 2, 50, 1)
+    assert kept.put("c", 3, 50)  # fits without pushing "b" out
+    assert ("b" in kept, kept.size) == (True, 100)

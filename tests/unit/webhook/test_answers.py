@@ -1,0 +1,196 @@
+"""Answers remembered by the request's bytes but its uid (webhook/answers.py), through the handlers."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.offline.static import StaticStore
+from kinitiras_py.webhook import answers
+from kinitiras_py.webhook.handlers import Handlers
+from kinitiras_py.webhook.metrics import Metrics
+from tests.functional.test_webhook import api_review
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default", "labels": {"app": "web"}},
+       "spec": {"containers": [{"name": "a", "image": "x", "resources": {"requests": {"cpu": "2"}}}]}}
+
+
+def policy(text: str) -> Any:
+    return compile_policy(yaml.safe_load(text))
+
+
+LABEL = policy("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: label}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - overriders: {template: {type: labels, operation: add, path: seen, value: {string: "yes"}}}
+""")
+OTHER_LABEL = policy("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: other}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - overriders: {template: {type: labels, operation: add, path: other, value: {string: "yes"}}}
+""")
+NAMESPACE_READER = policy("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: env}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - overriders:
+      cel: "[{'op': 'add', 'path': '/metadata/labels/env', 'value': namespaceObject.metadata.labels.env}]"
+""")
+IGNORED = policy("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: ignored}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - failurePolicy: Ignore
+    overriders: {cel: "[{'op': 'add', 'path': '/metadata/labels/x', 'value': object.spec.missing}]"}
+""")
+FAILING = policy("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: failing}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - overriders: {cel: "[{'op': 'add', 'path': '/metadata/labels/x', 'value': object.spec.missing}]"}
+""")
+
+
+class Counting(Pipeline):
+    """A pipeline that counts the mutations asked of it."""
+
+    asked = 0
+
+    async def mutate(self, request: Any) -> Any:
+        self.asked += 1
+        return await super().mutate(request)
+
+
+def handlers(*policies: Any, store: StaticStore | None = None) -> tuple[Handlers, Counting]:
+    pipeline = Counting(PolicyIndex(policies), PolicyIndex(), store or StaticStore())
+    return Handlers(pipeline, Metrics()), pipeline
+
+
+def answer(h: Handlers, body: bytes) -> tuple[bytes, int]:
+    return asyncio.run(h.answer("mutate", body))
+
+
+def with_uid(out: bytes, uid: str) -> bytes:
+    return out.replace(f'"uid":"{uid}"'.encode(), b'"uid":"U"', 1)
+
+
+def test_a_request_like_another_but_for_its_uid_gets_its_answer_without_evaluation() -> None:
+    h, pipeline = handlers(LABEL)
+    first, code = answer(h, api_review("CREATE", POD, "u-1"))
+    second, code2 = answer(h, api_review("CREATE", POD, "u-2"))
+    assert (code, code2, pipeline.asked) == (200, 200, 1)
+    assert with_uid(first, "u-1") == with_uid(second, "u-2")
+    assert orjson.loads(second)["response"]["uid"] == "u-2"
+    assert (answers.ANSWERS.hits, answers.ANSWERS.misses) == (1, 1)
+    # Counted per policy on both occasions, as if evaluated.
+    assert h.metrics.per_policy._policies  # the policy is known to the metrics
+    stats = next(iter(h.metrics.per_policy._policies.values()))
+    assert (stats.matched, stats.patched) == (2, 2)
+
+
+def test_a_different_object_or_layout_is_evaluated() -> None:
+    h, pipeline = handlers(LABEL)
+    answer(h, api_review("CREATE", POD, "u-1"))
+    other = {**POD, "metadata": {**POD["metadata"], "name": "q"}}
+    answer(h, api_review("CREATE", other, "u-2"))
+    # The same review in another layout (apiVersion first) is not looked up at all.
+    doc = orjson.loads(api_review("CREATE", POD, "u-3"))
+    answer(h, orjson.dumps({"apiVersion": doc["apiVersion"], "kind": doc["kind"], "request": doc["request"]}))
+    assert pipeline.asked == 3
+
+
+def test_a_change_of_policies_is_never_answered_from_before() -> None:
+    h, pipeline = handlers(LABEL)
+    answer(h, api_review("CREATE", POD, "u-1"))
+    h.pipeline.overrides.put(OTHER_LABEL)
+    out, _ = answer(h, api_review("CREATE", POD, "u-2"))
+    assert pipeline.asked == 2
+    assert b"other" in __import__("base64").b64decode(orjson.loads(out)["response"]["patch"])
+    answer(h, api_review("CREATE", POD, "u-3"))
+    assert pipeline.asked == 2  # the new answer replaced the old one
+    assert len(answers.ANSWERS) == 1
+
+
+def test_an_answer_that_read_the_namespace_is_not_kept() -> None:
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {"env": "a"}}}
+    h, pipeline = handlers(NAMESPACE_READER, store=StaticStore([namespace]))
+    answer(h, api_review("CREATE", POD, "u-1"))
+    answer(h, api_review("CREATE", POD, "u-2"))
+    assert pipeline.asked == 2
+    assert len(answers.ANSWERS) == 0
+
+
+@pytest.mark.parametrize("failing", [IGNORED, FAILING])
+def test_an_answer_in_which_a_rule_failed_is_not_kept(failing: Any) -> None:
+    h, pipeline = handlers(LABEL, failing)
+    answer(h, api_review("CREATE", POD, "u-1"))
+    answer(h, api_review("CREATE", POD, "u-2"))
+    assert pipeline.asked == 2
+    assert len(answers.ANSWERS) == 0
+
+
+def test_a_second_uid_member_keeps_the_request_out_of_memory() -> None:
+    # orjson reads the last of two members of one name: the uid found first is not the request's.
+    h, pipeline = handlers(LABEL)
+    body = api_review("CREATE", POD, "u-1").replace(b'"dryRun":false', b'"dryRun":false,"uid":"u-9"')
+    for _ in range(2):
+        out, code = answer(h, body)
+        assert (code, orjson.loads(out)["response"]["uid"]) == (200, "u-9")
+    assert pipeline.asked == 2
+    assert len(answers.ANSWERS) == 0
+
+
+def test_nothing_is_kept_when_switched_off() -> None:
+    answers.configure(0)
+    h, pipeline = handlers(LABEL)
+    answer(h, api_review("CREATE", POD, "u-1"))
+    answer(h, api_review("CREATE", POD, "u-2"))
+    assert (pipeline.asked, len(answers.ANSWERS), answers.ANSWERS.misses) == (2, 0, 0)
+
+
+def test_memory_stays_within_its_bound() -> None:
+    answers.configure(8 * 1024)
+    h, _ = handlers(LABEL)
+    for i in range(20):
+        answer(h, api_review("CREATE", {**POD, "metadata": {**POD["metadata"], "name": f"p{i}"}}, f"u-{i}"))
+    assert 0 < answers.ANSWERS.size <= 8 * 1024
+    assert 0 < len(answers.ANSWERS) < 20
+
+
+@pytest.mark.parametrize("uid", ["", "a\\u0041", "a b", "é", "a\x01", "x" * 257, "-leading"])
+def test_only_plain_uids_are_looked_up(uid: str) -> None:
+    body = api_review("CREATE", POD, "u").replace(b'"uid":"u"', b'"uid":"' + uid.encode() + b'"', 1)
+    assert answers.request(body) is None
+
+
+def test_the_key_is_the_body_but_its_uid() -> None:
+    one, two = answers.request(api_review("CREATE", POD, "u-1")), answers.request(api_review("CREATE", POD, "u-22"))
+    assert one is not None and two is not None
+    assert (one.uid, two.uid, one.key == two.key) == ("u-1", "u-22", True)
+    beta = api_review("CREATE", POD, "u-1").replace(b"admission.k8s.io/v1", b"admission.k8s.io/v1beta1", 1)
+    found = answers.request(beta)
+    assert found is not None and found.key != one.key
