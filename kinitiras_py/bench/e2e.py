@@ -3,12 +3,20 @@
 The client is the lean closed-loop load (``loadgen``): ``concurrency`` keep-alive connections to
 the API server, each POSTing the Pod JSON (``workload.server_pod``, generateName) as soon as its
 previous Pod is stored. ``pods/s`` is Pods stored per second of wall time; latencies are per
-request. Every figure is also given as a ratio to the floor set-up at the same concurrency, which
-is timed in blocks spread over the run (:func:`run`).
+request.
+
+The set-ups live side by side, each in a namespace of its own, so they can be timed in turn,
+round after round, instead of one after another: the floor's webhook is registered for its
+namespace only, ours' webhooks (``kinitiras-py serve`` with all N policies) leave the no-webhook
+and floor namespaces alone (their ignore label), and each of ours' namespaces holds its k
+matching policies. Each round times every set-up once, from a quiet machine, in an order rotated
+by one each round, and gives every figure as a ratio to the floor of that round: the API server
+drifts by tens of percent within minutes here, and paired ratios cancel what the set-ups share.
+The figures reported are medians over the rounds, the ratios too (:func:`medians`).
 Before a set-up is timed, a dry-run create proves it does what its name says (the floor's
 label, or exactly the matching policies' labels, and nothing else).
 
-Everything shares the machine here (etcd, kube-apiserver, the webhook and the load), so the
+Everything shares the machine here (etcd, kube-apiserver, the webhooks and the load), so the
 load's own CPU use is reported for every row: the no-webhook row, the fastest, shows how much
 of a core the load needs at the highest rate of the run.
 """
@@ -29,6 +37,7 @@ from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.bench import child, floor, loadgen, setups, workload
 from kinitiras_py.bench.kube import Access, Kube
 from kinitiras_py.bench.runner import percentile
+from kinitiras_py.registration.builder import IGNORE_LABEL
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,7 @@ def _added_labels(answer: bytes, pod: Obj) -> set[str]:
 
 
 async def _check(access: Access, pod: Obj, expected: set[str], setup: str) -> None:
-    url = f"{access.server}/api/v1/namespaces/{workload.NAMESPACE}/pods?dryRun=All"
+    url = f"{access.server}/api/v1/namespaces/{pod['metadata']['namespace']}/pods?dryRun=All"
     labels = _added_labels(await loadgen.once(url, orjson.dumps(pod), access.context(), access.headers()), pod)
     if labels != expected:
         raise RuntimeError(f"benchmark setup is wrong: {setup} added the labels {sorted(labels)}, "
@@ -71,16 +80,10 @@ async def _check(access: Access, pod: Obj, expected: set[str], setup: str) -> No
 
 @dataclass
 class _Timed:
-    """What one set-up at one concurrency did, possibly over several blocks (the floor's)."""
+    """What one set-up at one concurrency did in one block."""
 
     load: loadgen.Load
     used: child.Sched
-
-    def __add__(self, other: _Timed) -> _Timed:
-        a, b = self.load, other.load
-        return _Timed(loadgen.Load(a.answered + b.answered, a.errors + b.errors, a.elapsed + b.elapsed,
-                                   a.latencies + b.latencies, a.cpu + b.cpu, a.first_error or b.first_error),
-                      self.used + other.used)
 
     def row(self, setup: str, concurrency: int) -> Row:
         load, wall = self.load, self.load.elapsed or 1.0
@@ -92,7 +95,7 @@ class _Timed:
 
 
 async def _time(access: Access, pod: Obj, concurrency: int, pods: int, warmup: int) -> _Timed:
-    url = f"{access.server}/api/v1/namespaces/{workload.NAMESPACE}/pods"
+    url = f"{access.server}/api/v1/namespaces/{pod['metadata']['namespace']}/pods"
     request = loadgen.http_request(url, orjson.dumps(pod), access.headers())
     context = access.context()
     if warmup:
@@ -102,65 +105,84 @@ async def _time(access: Access, pod: Obj, concurrency: int, pods: int, warmup: i
     return _Timed(load, child.sched() - before)
 
 
+@dataclass(frozen=True)
+class SetUp:
+    """A set-up: the namespace its Pods are created in, and the labels it adds to them."""
+
+    name: str
+    namespace: str
+    expected: frozenset[str]
+
+    def pod(self) -> Obj:
+        """The benchmark Pod, in this set-up's namespace."""
+        pod = workload.server_pod()
+        return {**pod, "metadata": {**pod["metadata"], "namespace": self.namespace}}
+
+
+NO_WEBHOOK = SetUp("no webhook", f"{workload.NAMESPACE}-none", frozenset())
+FLOOR = SetUp("floor", f"{workload.NAMESPACE}-floor", frozenset({floor.LABEL}))
+_SKIPPED_BY_OURS = {IGNORE_LABEL: "true"}
+"""Ours' webhooks leave a namespace with this label alone (their namespaceSelector)."""
+
+
+def ours_setup(total: int, k: int, cached: bool = True) -> SetUp:
+    """Ours with ``k`` of ``total`` policies matching: its Pods' namespace holds ``k`` matching policies."""
+    return SetUp(f"ours {k}/{total}" + ("" if cached else " uncached"), f"{workload.NAMESPACE}-{k}",
+                 frozenset(f"bench.example.com/policy-{i:04d}" for i in range(k)))
+
+
 async def run(access: Access, total: int, matching: Sequence[int], pods: int, concurrency: Sequence[int],
-              log: Callable[[str], None] = print, uncached: bool = False) -> list[Row]:
-    """Time ``pods`` Pod CREATEs at each concurrency in each set-up (see the module docstring);
-    with ``uncached``, ours again with its CEL result cache off.
-
-    The floor is timed in blocks of ``pods`` spread over the run (before ours, between ours'
-    groups, after), and its row pools them: the API server drifts during a run (the floor's p50
-    is logged block by block), and a floor timed once, first, would lend that drift to every ratio."""
-    pod = workload.server_pod()
+              log: Callable[[str], None] = print, uncached: bool = False, rounds: int = 3) -> list[list[Row]]:
+    """Time ``pods`` Pod CREATEs at each concurrency in each set-up, ``rounds`` times; one list of
+    rows per round, each with its ratios to that round's floor (see the module docstring). With
+    ``uncached``, ours is timed again with its CEL result cache and memories off, in rounds of
+    their own with the floor."""
+    matched = [ours_setup(total, k) for k in matching]
+    policies = workload.spread(total, {s.namespace: len(s.expected) for s in matched})
     kube = Kube(access)
-    rows: list[Row] = []
-    floors: dict[int, list[_Timed]] = {c: [] for c in concurrency}
     warmup = max(5, pods // 10)
+    out: list[list[Row]] = []
 
-    async def timed(setup: str, expected: set[str]) -> list[_Timed]:
-        await _check(access, pod, expected, setup)
-        waited, busy = await quiet_machine()
-        log(f"  the machine quiet ({busy:.0%} busy) after {waited:.1f} s")
-        out = []
-        for c in concurrency:
-            out.append(await _time(access, pod, c, pods, warmup))
-            one = out[-1].row(setup, c)
-            log(f"  {setup}, concurrency {c}: {one.rate:.0f} pods/s, p50 {one.p50 * 1000:.1f} ms"
-                + (f"; {one.errors} errors, the first: {one.first_error}" if one.errors else ""))
-        await kube.delete(f"/api/v1/namespaces/{workload.NAMESPACE}/pods")
-        return out
-
-    async def floor_block() -> None:
-        log(f"set-up: the floor (block {len(floors[concurrency[0]]) + 1})")
-        async with setups.floor(kube):
-            await _settle(access, pod, {floor.LABEL}, "the floor")
-            for c, block in zip(concurrency, await timed("floor", {floor.LABEL}), strict=True):
-                floors[c].append(block)
-        await _settle(access, pod, set(), "no webhook")
+    async def one_round(index: int, phase: list[SetUp]) -> list[Row]:
+        turn = index % len(phase)  # each set-up goes first in its turn: none gains from its place
+        rows: list[Row] = []
+        for setup in phase[turn:] + phase[:turn]:
+            pod = setup.pod()
+            await _check(access, pod, set(setup.expected), setup.name)
+            waited, busy = await quiet_machine()
+            log(f"  the machine quiet ({busy:.0%} busy) after {waited:.1f} s")
+            for c in concurrency:
+                rows.append((await _time(access, pod, c, pods, warmup)).row(setup.name, c))
+                log(f"  {setup.name}, concurrency {c}: {rows[-1].rate:.0f} pods/s, p50 {rows[-1].p50 * 1000:.1f} ms"
+                    + (f"; {rows[-1].errors} errors, the first: {rows[-1].first_error}" if rows[-1].errors else ""))
+            await kube.delete(f"/api/v1/namespaces/{setup.namespace}/pods")
+        rank = {s.name: i for i, s in enumerate(phase)}
+        return with_ratios(sorted(rows, key=lambda r: (rank[r.setup], r.concurrency)))
 
     try:
-        await kube.namespace(workload.NAMESPACE, setups.NAMESPACE_LABEL)
-        log("set-up: no webhook")
-        rows += [t.row("no webhook", c) for c, t in zip(concurrency, await timed("no webhook", set()), strict=True)]
-        ours: list[Row] = []
-        for cel_results in (True, False) if uncached else (True,):
-            await floor_block()
-            async with setups.ours(kube, log, cel_results=cel_results) as served:
-                for k in matching:
-                    name = f"ours {k}/{total}" + ("" if cel_results else " uncached")
-                    log(f"set-up: {name}")
-                    await served.become(workload.some_matching(total, k))
-                    expected = {f"bench.example.com/policy-{i:04d}" for i in range(k)}
-                    await _settle(access, pod, expected, name)
-                    ours += [t.row(name, c) for c, t in zip(concurrency, await timed(name, expected), strict=True)]
-        await floor_block()
-        for c, blocks in floors.items():
-            rows.append(sum(blocks[1:], blocks[0]).row("floor", c))
-            p50s = ", ".join(f"{b.row('floor', c).p50 * 1000:.1f}" for b in blocks)
-            log(f"  the floor at concurrency {c}, block by block: p50 {p50s} ms")
-        rows += ours
+        await kube.many(kube.namespace(s.namespace, labels) for s, labels in (
+            (NO_WEBHOOK, _SKIPPED_BY_OURS), (FLOOR, {**setups.NAMESPACE_LABEL, **_SKIPPED_BY_OURS}),
+            *((s, {}) for s in matched)))
+        async with setups.floor(kube):
+            await _settle(access, FLOOR.pod(), set(FLOOR.expected), FLOOR.name)
+            for cached in (True, False) if uncached else (True,):
+                async with setups.ours(kube, log, cel_results=cached) as served:
+                    log(f"set-up: ours{'' if cached else ' uncached'}, {total} policies")
+                    await served.become(policies)
+                    phase = [NO_WEBHOOK, FLOOR] if cached else [FLOOR]
+                    phase += [ours_setup(total, k, cached) for k in matching]
+                    for setup in phase[1:]:
+                        await _settle(access, setup.pod(), set(setup.expected), setup.name)
+                    for index in range(rounds):
+                        log(f"round {index + 1} of {rounds}" + ("" if cached else " (ours uncached)"))
+                        out.append(await one_round(index, phase))
+                        log("  ratios to the floor: " + ", ".join(
+                            f"{r.setup} c={r.concurrency} p50 {r.p50_ratio:.2f}x pods/s {r.rate_ratio:.2f}x"
+                            for r in out[-1] if r.setup.startswith("ours")))
     finally:
+        await kube.many(kube.delete(f"/api/v1/namespaces/{s.namespace}") for s in (NO_WEBHOOK, FLOOR, *matched))
         await kube.close()
-    return with_ratios(rows)
+    return out
 
 
 def _cpu_times() -> tuple[float, float]:
@@ -220,11 +242,11 @@ def with_ratios(rows: Sequence[Row]) -> list[Row]:
     return out
 
 
-def medians(runs: Sequence[Sequence[Row]]) -> list[Row]:
-    """One row per set-up and concurrency: the median of each figure over ``runs`` (whole runs of
-    :func:`run`), ratios recomputed from the medians."""
+def medians(rounds: Sequence[Sequence[Row]]) -> list[Row]:
+    """One row per set-up and concurrency: the median of each figure over ``rounds`` (each with
+    its ratios to its own floor), the ratios the medians of those paired ratios."""
     groups: dict[tuple[str, int], list[Row]] = {}
-    for rows in runs:
+    for rows in rounds:
         for r in rows:
             groups.setdefault((r.setup, r.concurrency), []).append(r)
     out = []
@@ -235,5 +257,6 @@ def medians(runs: Sequence[Sequence[Row]]) -> list[Row]:
         out.append(Row(setup=setup, concurrency=concurrency, pods=sum(r.pods for r in rows),
                        errors=sum(r.errors for r in rows), p50=mid("p50"), p90=mid("p90"), p99=mid("p99"),
                        rate=mid("rate"), load_cpu=mid("load_cpu"), load_busy=mid("load_busy"),
+                       p50_ratio=mid("p50_ratio"), rate_ratio=mid("rate_ratio"),
                        first_error=next((r.first_error for r in rows if r.first_error), "")))
-    return with_ratios(out)
+    return out

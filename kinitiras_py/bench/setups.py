@@ -28,14 +28,17 @@ from kinitiras_py.bench.kube import Kube
 NAMESPACE_LABEL = {"kinitiras-bench": "e2e"}
 """On the benchmark namespace (the floor's namespaceSelector) and on every policy created."""
 CONFIG = "kinitiras-bench"
-"""Name of the webhook configurations of each set-up."""
+"""Name of ours' webhook configurations."""
+FLOOR_CONFIG = "kinitiras-bench-floor"
+"""Name of the floor's webhook configuration (it lives beside ours')."""
 _WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 _VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
 @contextlib.asynccontextmanager
 async def floor(kube: Kube) -> AsyncIterator[None]:
-    """The floor in a child process, registered for Pod CREATEs in the benchmark namespace."""
+    """The floor in a child process, registered for Pod CREATEs in the namespaces labelled
+    :data:`NAMESPACE_LABEL`."""
     with child.serving(None, cpu=None) as served:
         hook = {"name": "floor.kinitiras-bench.example.com", "admissionReviewVersions": ["v1"],
                 "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 3, "matchPolicy": "Equivalent",
@@ -45,11 +48,11 @@ async def floor(kube: Kube) -> AsyncIterator[None]:
                 "namespaceSelector": {"matchLabels": NAMESPACE_LABEL}}
         await kube.call("POST", _WEBHOOKS, {"apiVersion": "admissionregistration.k8s.io/v1",
                                             "kind": "MutatingWebhookConfiguration",
-                                            "metadata": {"name": CONFIG}, "webhooks": [hook]})
+                                            "metadata": {"name": FLOOR_CONFIG}, "webhooks": [hook]})
         try:
             yield
         finally:
-            await kube.delete(f"{_WEBHOOKS}/{CONFIG}")
+            await kube.delete(f"{_WEBHOOKS}/{FLOOR_CONFIG}")
 
 
 def _labelled(policy: Obj) -> Obj:

@@ -97,6 +97,16 @@ def some_matching(total: int, matching: int) -> list[Obj]:
     return [*(matching_policy(i) for i in range(matching)), *(filler_policy(i) for i in range(matching, total))]
 
 
+def spread(total: int, matching: dict[str, int]) -> list[Obj]:
+    """``total`` policies: for each namespace in ``matching``, that many policies matching the Pod
+    there (each its own label); the rest are fillers."""
+    count = sum(matching.values())
+    if count > total or any(k < 0 for k in matching.values()):
+        raise ValueError(f"{count} matching policies do not fit in {total}")
+    return [*(matching_policy(i, namespace) for namespace, k in matching.items() for i in range(k)),
+            *(filler_policy(i) for i in range(count, total))]
+
+
 def all_matching(total: int, operations: tuple[str, ...] = ("CREATE",)) -> list[Obj]:
     """``total`` policies that all match the Pod, each adding its own label."""
     return [matching_policy(i, operations=operations) for i in range(total)]

@@ -78,7 +78,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=_sizes, default=[1, 10], metavar="N,N,...",
                    help="with --e2e: concurrent clients (default 1,10)")
     p.add_argument("--runs", type=_positive, default=3,
-                   help="with --e2e: whole runs of every set-up; the figures are their medians (default 3)")
+                   help="with --e2e: rounds, each timing every set-up once (in an order rotated each round); "
+                        "the figures are their medians (default 3)")
     p.add_argument("--kubeconfig", default=None,
                    help="with --e2e: a running control plane without webhooks (default: bring one up in a "
                         "temporary directory and stop it at the end)")
@@ -173,12 +174,8 @@ def _bench_e2e(args: argparse.Namespace) -> int:
               f"per set-up and concurrency through kube-apiserver, closed-loop from keep-alive connections; "
               f"ours: kinitiras-py serve at info level with {args.total} policies", flush=True)
     def runs(access: kube.Access) -> list[list[e2e.Row]]:
-        out = []
-        for n in range(args.runs):
-            log(f"run {n + 1} of {args.runs}")
-            out.append(asyncio.run(e2e.run(access, args.total, args.matching, args.pods, args.concurrency, log,
-                                       args.uncached)))
-        return out
+        return asyncio.run(e2e.run(access, args.total, args.matching, args.pods, args.concurrency, log,
+                                   args.uncached, args.runs))
 
     if args.kubeconfig:
         every = runs(kube.Access.from_kubeconfig(args.kubeconfig))
@@ -196,7 +193,7 @@ def _bench_e2e(args: argparse.Namespace) -> int:
                 controlplane.down(run_dir)
     rows = e2e.medians(every)
     if args.output == "table":
-        print(f"medians of {args.runs} run{'s' if args.runs > 1 else ''}:")
+        print(f"medians of {args.runs} round{'s' if args.runs > 1 else ''} (ratios: medians of each round's):")
     _emit(args, "e2e", rows, report.e2e_table)
     if args.output == "table":
         fastest = max(rows, key=lambda r: r.rate)
@@ -215,6 +212,12 @@ def _bench(args: argparse.Namespace) -> int:
         sizes = args.policies if args.policies != [1, 100, 1000] else list(scale.SIZES)
         return (scale.main(sizes, args.requests, args.output) if args.scale
                 else memory.main(args.kubeconfig, args.total if args.total != 1000 else memory.TOTAL, 3, args.output))
+    # The e2e set-ups hold their matching policies side by side; the floor's set-ups one at a time.
+    matched = sum(args.matching) if args.e2e else max(args.matching)
+    if (args.floor or args.e2e) and matched > args.total:
+        print(f"kinitiras-py bench: --matching {','.join(map(str, args.matching))} needs {matched} policies, "
+              f"more than --total {args.total}", file=sys.stderr)
+        return 2
     if args.floor:
         return _bench_floor(args)
     if args.e2e:

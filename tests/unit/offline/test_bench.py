@@ -168,3 +168,38 @@ def test_the_load_counts_and_keeps_the_first_error() -> None:
         load = asyncio.run(loadgen.closed_loop(url, request, served.context, 2, 60.0, b"never in an answer", 5))
     assert (load.answered, load.errors) == (5, 5)
     assert load.first_error.startswith('HTTP 200: {"apiVersion":"admission.k8s.io/v1"')
+
+
+def test_the_e2e_policies_match_each_set_up_in_its_namespace_only() -> None:
+    import asyncio
+
+    from kinitiras_py.admission.pipeline import Pipeline, Request
+    from kinitiras_py.bench import e2e
+    from kinitiras_py.offline.static import StaticStore
+
+    policies = workload.spread(30, {"bench-1": 1, "bench-3": 3})
+    assert len(policies) == 30
+    index = PolicyIndex(p for p in compile_all(policies) if p.kind.endswith("OverridePolicy"))
+    pipeline = Pipeline(index, PolicyIndex(), StaticStore())
+    for setup in (e2e.ours_setup(30, 1), e2e.ours_setup(30, 3), e2e.NO_WEBHOOK, e2e.FLOOR):
+        pod = setup.pod()
+        mutation = asyncio.run(pipeline.mutate(Request("CREATE", pod, namespace=setup.namespace)))
+        added = set(mutation.object["metadata"]["labels"]) - set(pod["metadata"]["labels"])
+        assert added == (set() if setup in (e2e.NO_WEBHOOK, e2e.FLOOR) else set(setup.expected))
+    with pytest.raises(ValueError, match="4 matching policies do not fit in 3"):
+        workload.spread(3, {"a": 1, "b": 3})
+
+
+def test_e2e_ratios_are_the_medians_of_each_rounds_own() -> None:
+    from kinitiras_py.bench import e2e
+
+    def rnd(floor_p50: float, ours_p50: float) -> list[e2e.Row]:
+        return e2e.with_ratios([e2e.Row("floor", 1, 10, 0, floor_p50, floor_p50, floor_p50, 1 / floor_p50, 0.1, 0.1),
+                                e2e.Row("ours", 1, 10, 0, ours_p50, ours_p50, ours_p50, 1 / ours_p50, 0.1, 0.1)])
+
+    # The floor drifts from round to round; ours is 10, 0 and 20 % slower than the floor of its own
+    # round: 1.1 in the median, where the medians' own ratio (10.8 / 9.0) would say 1.2.
+    rows = {r.setup: r for r in e2e.medians([rnd(8.0, 8.8), rnd(12.0, 12.0), rnd(9.0, 10.8)])}
+    assert rows["ours"].p50_ratio == pytest.approx(1.1)
+    assert rows["ours"].rate_ratio == pytest.approx(1 / 1.1)
+    assert (rows["ours"].p50, rows["floor"].p50, rows["floor"].p50_ratio, rows["ours"].pods) == (10.8, 9.0, 1.0, 30)
