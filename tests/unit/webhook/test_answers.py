@@ -26,53 +26,30 @@ def policy(text: str) -> Any:
     return compile_policy(yaml.safe_load(text))
 
 
-LABEL = policy("""
+def override(name: str, overriders: str, failure_policy: str = "Fail") -> Any:
+    """A ClusterOverridePolicy for every Pod with one rule of ``overriders`` (YAML flow)."""
+    return policy(f"""
 apiVersion: policy.kcloudlabs.io/v1alpha1
 kind: ClusterOverridePolicy
-metadata: {name: label}
+metadata: {{name: {name}}}
 spec:
-  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  resourceSelectors: [{{apiVersion: v1, kind: Pod}}]
   overrideRules:
-  - overriders: {template: {type: labels, operation: add, path: seen, value: {string: "yes"}}}
+  - failurePolicy: {failure_policy}
+    overriders: {overriders}
 """)
-OTHER_LABEL = policy("""
-apiVersion: policy.kcloudlabs.io/v1alpha1
-kind: ClusterOverridePolicy
-metadata: {name: other}
-spec:
-  resourceSelectors: [{apiVersion: v1, kind: Pod}]
-  overrideRules:
-  - overriders: {template: {type: labels, operation: add, path: other, value: {string: "yes"}}}
-""")
-NAMESPACE_READER = policy("""
-apiVersion: policy.kcloudlabs.io/v1alpha1
-kind: ClusterOverridePolicy
-metadata: {name: env}
-spec:
-  resourceSelectors: [{apiVersion: v1, kind: Pod}]
-  overrideRules:
-  - overriders:
-      cel: "[{'op': 'add', 'path': '/metadata/labels/env', 'value': namespaceObject.metadata.labels.env}]"
-""")
-IGNORED = policy("""
-apiVersion: policy.kcloudlabs.io/v1alpha1
-kind: ClusterOverridePolicy
-metadata: {name: ignored}
-spec:
-  resourceSelectors: [{apiVersion: v1, kind: Pod}]
-  overrideRules:
-  - failurePolicy: Ignore
-    overriders: {cel: "[{'op': 'add', 'path': '/metadata/labels/x', 'value': object.spec.missing}]"}
-""")
-FAILING = policy("""
-apiVersion: policy.kcloudlabs.io/v1alpha1
-kind: ClusterOverridePolicy
-metadata: {name: failing}
-spec:
-  resourceSelectors: [{apiVersion: v1, kind: Pod}]
-  overrideRules:
-  - overriders: {cel: "[{'op': 'add', 'path': '/metadata/labels/x', 'value': object.spec.missing}]"}
-""")
+
+
+def labels(name: str) -> Any:
+    """A policy adding the label ``name``."""
+    return override(name, f'{{template: {{type: labels, operation: add, path: {name}, value: {{string: "yes"}}}}}}')
+
+
+LABEL, OTHER_LABEL = labels("seen"), labels("other")
+NAMESPACE_READER = override(
+    "env", "{cel: \"[{'op': 'add', 'path': '/metadata/labels/env', 'value': namespaceObject.metadata.labels.env}]\"}")
+MISSING = "{cel: \"[{'op': 'add', 'path': '/metadata/labels/x', 'value': object.spec.missing}]\"}"
+IGNORED, FAILING = override("ignored", MISSING, "Ignore"), override("failing", MISSING)
 
 
 class Counting(Pipeline):
