@@ -122,3 +122,33 @@ async def test_references_of_rules_after_a_denial_are_never_fetched() -> None:
     good = {**bad, "metadata": {"name": "good", "namespace": "team-a"}}
     assert (await p.validate(Request("CREATE", good, namespace="team-a"))).allowed
     assert http.calls == 1
+
+
+def _tiered(name: str, tier: int, value: str) -> Any:
+    return compile_policy(yaml.safe_load(f"""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {{name: {name}}}
+spec:
+  executionTier: {tier}
+  resourceSelectors: [{{apiVersion: v1, kind: ConfigMap}}]
+  overrideRules:
+  - overriders:
+      cel: "[{{'op': 'add', 'path': '/metadata/labels', 'value': {{'{name}': {value}}}}}]"
+"""))
+
+
+async def test_an_outcome_is_stamped_with_the_index_only_when_it_depends_on_nothing_else() -> None:
+    request = Request("CREATE", CM, namespace="team-a")
+    store = StaticStore([namespace({"env": "prod"})])
+    plain = PolicyIndex([_tiered("first", 1, "'a'"), _tiered("second", 2, "'b'")])
+    mutation = await Pipeline(plain, PolicyIndex(), store).mutate(request)
+    assert (mutation.object["metadata"]["labels"], mutation.stamp) == ({"second": "b"}, plain.generation)
+    # The second tier reads the Namespace: the outcome depends on more than the index.
+    reading = PolicyIndex([_tiered("first", 1, "'a'"), _tiered("second", 2, "namespaceObject.metadata.labels.env")])
+    mutation = await Pipeline(reading, PolicyIndex(), store).mutate(request)
+    assert (mutation.object["metadata"]["labels"], mutation.stamp) == ({"second": "prod"}, None)
+    # Nothing matched: the index alone decided.
+    nothing = PolicyIndex([_tiered("first", 1, "'a'")])
+    secret = {**CM, "kind": "Secret"}
+    assert (await Pipeline(nothing, PolicyIndex(), store).mutate(Request("CREATE", secret))).stamp == nothing.generation
