@@ -59,9 +59,6 @@ class Sched:
     def __sub__(self, other: Sched) -> Sched:
         return Sched(self.running - other.running, self.waiting - other.waiting)
 
-    def __add__(self, other: Sched) -> Sched:
-        return Sched(self.running + other.running, self.waiting + other.waiting)
-
 
 def sched(pid: int | str = "self") -> Sched:
     """The scheduler accounting of ``pid``'s main thread (this process by default)."""
