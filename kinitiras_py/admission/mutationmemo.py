@@ -112,7 +112,7 @@ class Mutations(Cache[Key, _Entry | _Selected]):
     """A bounded map (inputs) → mutation, the least recently used entries leaving first."""
 
     def __init__(self, max_bytes: int = DEFAULT_BYTES) -> None:
-        super().__init__(max_bytes)
+        super().__init__(max_bytes, MAX_ENTRY_BYTES)
 
     def matches(self, generation: int, fingerprint: bytes | None, find: Callable[[], list[Match]]) -> list[Match]:
         """What ``find`` (selection in the index of ``generation``) gives for the request with
@@ -156,8 +156,7 @@ class Mutations(Cache[Key, _Entry | _Selected]):
 
     def _keep(self, key: Key, entry: _Entry | _Selected) -> None:
         """Add ``entry`` unless it is too large; the least recently used leave until it fits."""
-        if entry.cost <= MAX_ENTRY_BYTES:
-            self._entries.put(key, entry, entry.cost)
+        self.keep(key, entry, entry.cost)
 
 
 MUTATIONS = Mutations()

@@ -72,10 +72,12 @@ class Cache(Generic[K, V]):
     """A cache over a :class:`Bounded` map: its bound, the bytes it holds, and how many look-ups
     found an entry (``hits``) or none (``misses``), which subclasses count."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, max_entry_bytes: int | None = None) -> None:
         self.hits = 0
         self.misses = 0
         self._entries: Bounded[K, V] = Bounded(max_bytes)
+        self.max_entry_bytes = max_entry_bytes
+        """Entries that cost more are not kept (None: only :attr:`max_bytes` bounds them)."""
 
     @property
     def max_bytes(self) -> int:
@@ -94,6 +96,15 @@ class Cache(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def keep(self, key: K, value: V, cost: int, replace: bool = False) -> None:
+        """Keep ``value`` for ``key`` at ``cost`` bytes unless it costs more than
+        :attr:`max_entry_bytes`; an entry already kept for ``key`` stays, unless ``replace``."""
+        if self.max_entry_bytes is not None and cost > self.max_entry_bytes:
+            return
+        if replace:
+            self._entries.discard(key)
+        self._entries.put(key, value, cost)
 
     def clear(self) -> None:
         """Forget every entry (the counters stay)."""

@@ -73,7 +73,7 @@ class Answers(Cache[bytes, Answer]):
     """A bounded map (request bytes but the uid) → answer, the least recently used leaving first."""
 
     def __init__(self, max_bytes: int) -> None:
-        super().__init__(max_bytes)
+        super().__init__(max_bytes, MAX_ENTRY_BYTES)
 
     def recall(self, req: Request, stamp: int) -> Answer | None:
         """The answer remembered for ``req`` under the index generation ``stamp``, or None."""
@@ -97,10 +97,7 @@ class Answers(Cache[bytes, Answer]):
         cut = at + len(marker) - 1  # the uid's closing quote
         head, tail = answer[:cut - len(uid)], answer[cut:]
         cost = len(req.key) + len(head) + len(tail) + _OVERHEAD
-        if cost > MAX_ENTRY_BYTES:
-            return
-        self._entries.discard(req.key)
-        self._entries.put(req.key, Answer(stamp, head, tail, timed, patched), cost)
+        self.keep(req.key, Answer(stamp, head, tail, timed, patched), cost, replace=True)
 
 
 DEFAULT_BYTES: Final = 512 * 1024

@@ -53,3 +53,13 @@ def test_a_discarded_entry_gives_back_its_bytes() -> None:
     assert ("a" in kept, kept.get("b"), kept.size, len(kept)) == (False, 2, 50, 1)
     assert kept.put("c", 3, 50)  # fits without pushing "b" out
     assert ("b" in kept, kept.size) == (True, 100)
+
+
+def test_a_cache_keeps_no_entry_over_its_entry_bound_and_replaces_only_when_told() -> None:
+    cache: Cache[str, int] = Cache(100, max_entry_bytes=30)
+    cache.keep("big", 1, 31)
+    cache.keep("a", 1, 30)
+    cache.keep("a", 2, 10)
+    assert ("big" in cache._entries, cache._entries.get("a"), cache.size) == (False, 1, 30)
+    cache.keep("a", 3, 10, replace=True)
+    assert (cache._entries.get("a"), cache.size, len(cache)) == (3, 10, 1)
