@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -12,6 +13,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.utils import floatToGoString
 
 from kinitiras_py.admission import mutationmemo
+from kinitiras_py.base.bounded import Cache
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, Verdict
 from kinitiras_py.webhook import answers
@@ -206,32 +208,28 @@ class _PolicyStats:
 
 
 class _Results:
-    """The counters of the CEL result cache (:mod:`.celmemo`) and of the memory of mutations
-    (:mod:`.mutationmemo`), read when scraped."""
+    """The counters and sizes of the CEL result cache (:mod:`.celmemo`), the memory of mutations
+    (:mod:`.mutationmemo`) and the remembered answers (:mod:`.answers`), read when scraped."""
 
     def collect(self) -> Iterator[Metric]:
-        results = celmemo.RESULTS
-        yield CounterMetricFamily("kinitiras_cel_results_looked_up", "CEL evaluations answered from the result cache",
-                                  value=results.hits)
-        yield CounterMetricFamily("kinitiras_cel_results_evaluated",
-                                  "CEL evaluations the result cache could have answered but had no entry for",
-                                  value=results.misses)
-        yield GaugeMetricFamily("kinitiras_cel_results_bytes", "Memory held by the CEL result cache",
-                                value=results.size)
-        mutations = mutationmemo.MUTATIONS
-        yield CounterMetricFamily("kinitiras_mutation_results_looked_up",
-                                  "Mutations answered from the memory of mutations, no rule run", value=mutations.hits)
-        yield CounterMetricFamily("kinitiras_mutation_results_evaluated",
-                                  "Mutations the memory of mutations could have answered but had no entry for",
-                                  value=mutations.misses)
-        yield GaugeMetricFamily("kinitiras_mutation_results_bytes", "Memory held by the memory of mutations",
-                                value=mutations.size)
-        remembered = answers.ANSWERS
-        yield CounterMetricFamily("kinitiras_mutation_answers_looked_up",
-                                  "/mutate requests answered from remembered answers, the request not decoded",
-                                  value=remembered.hits)
-        yield CounterMetricFamily("kinitiras_mutation_answers_made",
-                                  "/mutate requests laid out as the API server writes them that had no "
-                                  "remembered answer", value=remembered.misses)
-        yield GaugeMetricFamily("kinitiras_mutation_answers_bytes", "Memory held by remembered answers",
-                                value=remembered.size)
+        yield from _cache("kinitiras_cel_results", celmemo.RESULTS,
+                          "CEL evaluations answered from the result cache",
+                          ("evaluated", "CEL evaluations the result cache could have answered but had no entry for"),
+                          "Memory held by the CEL result cache")
+        yield from _cache("kinitiras_mutation_results", mutationmemo.MUTATIONS,
+                          "Mutations answered from the memory of mutations, no rule run",
+                          ("evaluated", "Mutations the memory of mutations could have answered but had no entry for"),
+                          "Memory held by the memory of mutations")
+        yield from _cache("kinitiras_mutation_answers", answers.ANSWERS,
+                          "/mutate requests answered from remembered answers, the request not decoded",
+                          ("made", "/mutate requests laid out as the API server writes them that had no "
+                                   "remembered answer"),
+                          "Memory held by remembered answers")
+
+
+def _cache(prefix: str, cache: Cache[Any, Any], hits: str, misses: tuple[str, str], size: str) -> Iterator[Metric]:
+    """A cache's families: ``<prefix>_looked_up`` (its hits), ``<prefix>_<misses[0]>`` (its misses)
+    and ``<prefix>_bytes`` (what it holds)."""
+    yield CounterMetricFamily(f"{prefix}_looked_up", hits, value=cache.hits)
+    yield CounterMetricFamily(f"{prefix}_{misses[0]}", misses[1], value=cache.misses)
+    yield GaugeMetricFamily(f"{prefix}_bytes", size, value=cache.size)
