@@ -142,7 +142,7 @@ class Mutations(Cache[Key, _Entry | _Selected]):
         """Keep ``mutation`` (made for the inputs ``key``), unless a rule of it failed or it is
         too large. A failure may not depend on the inputs alone (a rule stopped by its time
         limit), and a skipped rule (failurePolicy Ignore) is one: the next request tries again."""
-        if mutation.failure is not None or mutation.ignored or key in self._entries:
+        if not mutation.complete or key in self._entries:
             return
         try:
             # The engine makes the object and the patch from JSON values only (the review's, the

@@ -214,7 +214,7 @@ class Pipeline:
                                          request, received, until)
         if memo is not None:
             mutationmemo.MUTATIONS.remember(memo, mutation)
-        if alone and mutation.failure is None and not mutation.ignored:
+        if alone and mutation.complete:
             mutation.stamp = generation
         return mutation
 

@@ -84,6 +84,11 @@ class Mutation:
         """False when a failing rule denies the request."""
         return self.failure is None
 
+    @property
+    def complete(self) -> bool:
+        """Whether every matched rule ran without failing (none denied, none skipped under Ignore)."""
+        return self.failure is None and not self.ignored
+
     def patch_json(self) -> bytes | None:
         """The patch as JSON, None when there is none."""
         return orjson.dumps(self.patch) if self.patch else None
