@@ -15,17 +15,21 @@ from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine import sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation.cel import Program
+from kinitiras_py.refs import scoped
 from kinitiras_py.refs.resolver import Store
 
 RuleKey = tuple[str, int]
 
 
-async def template_text(rule: sidecars.SidecarRule, store: Store, timeout: float) -> str:
-    """The template text a sidecar rule's ConfigMap holds; LookupError saying what is missing."""
+async def template_text(rule: sidecars.SidecarRule, store: Store, timeout: float,
+                        policy_namespace: str | None) -> str:
+    """The template text a sidecar rule's ConfigMap holds, read as the rule's policy (in
+    ``policy_namespace``, None for a cluster policy) may read; LookupError saying what is missing."""
     assert rule.config_map is not None
     namespace, name, key = rule.config_map
+    reader = scoped.bound(store, policy_namespace)
     try:
-        found = await asyncio.wait_for(store.get("v1", "ConfigMap", namespace, name), timeout)
+        found = await asyncio.wait_for(reader.get("v1", "ConfigMap", namespace, name), timeout)
     except TimeoutError:
         raise LookupError(f"sidecar template: reading ConfigMap {namespace}/{name} took longer than {timeout:g} s") \
             from None
@@ -52,7 +56,8 @@ async def programs(matches: list[tuple[CompiledPolicy, Any]], obj: Obj, store: S
             continue
         key = (policy.ref, rule.index)
         try:
-            found[key] = sidecars.program_for(sidecar, await template_text(sidecar, store, timeout))
+            text = await template_text(sidecar, store, timeout, policy.namespace)
+            found[key] = sidecars.program_for(sidecar, text)
         except LookupError as e:
             errors[key] = str(e)
         except PolicyError as e:

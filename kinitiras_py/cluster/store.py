@@ -61,6 +61,11 @@ class InformerStore:
         """The REST resource of a kind; raise LookupError for an unknown kind."""
         return await self.mapper.resolve(api_version, kind)
 
+    async def namespaced(self, api_version: str, kind: str) -> bool:
+        """Whether the kind is namespaced, from discovery; LookupError for an unknown kind. (A
+        namespaced policy's reads are bounded by it: a cluster-scoped kind ignores namespaces.)"""
+        return (await self.resource(api_version, kind)).namespaced
+
     async def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
         """The object, or None when it does not exist. Raises LookupError for an unknown kind, a
         namespaced kind without a namespace, or an API failure of the direct lookup."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import jsrules
+from kinitiras_py.engine import boundary, jsrules
 from kinitiras_py.engine.evaluation import cel
 
 CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
@@ -95,6 +95,13 @@ def user_cel(source: str, path: str, wanted: tuple[str, ...], what: str) -> cel.
     if found.split("<", 1)[0] not in wanted:
         raise PolicyError(path, f"invalid CEL: the expression evaluates to {found}; {what}")
     return program
+
+
+def check_reference(checker: Checker, ref: JSON, path: str) -> None:
+    """A value reference's checks beyond its model: what a namespaced policy may not read
+    (refused), credentials written inline (warned)."""
+    checker.errors += boundary.reference_problems(checker.namespace, ref, path)
+    check_http_secrets(checker, ref, path)
 
 
 def check_http_secrets(checker: Checker, ref: JSON, path: str) -> None:

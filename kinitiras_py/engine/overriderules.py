@@ -9,12 +9,12 @@ from typing import Any
 
 from kinitiras_py.base.errors import CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import jsrules, origin, selectors, sidecars
+from kinitiras_py.engine import boundary, jsrules, origin, selectors, sidecars
 from kinitiras_py.engine.checker import (
     CUE_REFUSED,
     REF_SOURCES_WITH_PARAMS,
     Checker,
-    check_http_secrets,
+    check_reference,
     compile_cel,
     dict_of,
     javascript,
@@ -54,7 +54,7 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
             errors += _metadata_keys(template, tpath)
         ref = template.get("valueRef")
         if isinstance(ref, dict):
-            check_http_secrets(checker, ref, f"{tpath}.valueRef")
+            check_reference(checker, ref, f"{tpath}.valueRef")
             if ref.get("from") in REF_SOURCES_WITH_PARAMS and not template.get("value"):
                 refs["valueRef"] = ref
     custom = None
@@ -104,8 +104,11 @@ def _sidecar(checker: Checker, errors: list[PolicyError], template: Obj, path: s
         return None, None
     rule = sidecars.rule_for(template, path, checker.ref, checker.name, checker.namespace)
     block = dict_of(template.get("sidecar"))
+    config_map = dict_of(block.get("configMapRef"))
+    errors += boundary.problems(checker.namespace, f"{path}.sidecar.configMapRef", "v1", "ConfigMap",
+                                config_map.get("namespace"), config_map.get("name"))
     for name, ref in dict_of(block.get("valueRefs")).items():
-        check_http_secrets(checker, ref, f"{path}.sidecar.valueRefs[{name}]")
+        check_reference(checker, ref, f"{path}.sidecar.valueRefs[{name}]")
         if dict_of(ref).get("from") in REF_SOURCES_WITH_PARAMS:
             refs[sidecars.rendering.PARAM_PREFIX + str(name)] = ref
     if rule.config_map is not None:

@@ -52,7 +52,7 @@ def configmap_sources(compiled: CompiledPolicy, context: Sequence[Obj]) -> list[
             continue
         where = f"spec.overrideRules[{rule.index}].overriders.template ({sidecar.source})"
         try:
-            text = asyncio.run(sidecar_templates.template_text(sidecar, store, 1.0))
+            text = asyncio.run(sidecar_templates.template_text(sidecar, store, 1.0, compiled.namespace))
             out.append((where, sidecars.source_for(sidecar, text)))
         except LookupError as e:
             raise InputError(f"{compiled.ref}: {e} in --context") from None

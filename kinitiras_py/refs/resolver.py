@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import selectors
-from kinitiras_py.refs import placeholders
+from kinitiras_py.engine import boundary, selectors
+from kinitiras_py.refs import placeholders, scoped
 
 
 class Store(Protocol):
@@ -56,8 +56,11 @@ async def resolve(ref: Obj, obj: Obj, store: Store, http: HttpClient | None,
             auth = given.get("auth")
             if isinstance(auth, dict):
                 secret_ref = auth.get("secretRef")
-                if isinstance(secret_ref, dict) and not secret_ref.get("namespace") and policy_namespace:
-                    auth = {**auth, "secretRef": {**secret_ref, "namespace": policy_namespace}}
+                if isinstance(secret_ref, dict) and policy_namespace is not None:
+                    # The http client reads the Secret through its own store: the boundary is held here.
+                    within = boundary.bound(policy_namespace, True, "v1", "Secret", secret_ref.get("namespace"),
+                                            str(secret_ref.get("name") or ""))
+                    auth = {**auth, "secretRef": {**secret_ref, "namespace": within}}
                 spec["auth"] = auth
             return await http.fetch(spec)
     except placeholders.Missing:
@@ -101,8 +104,10 @@ async def _k8s(sel: Obj, obj: Obj, store: Store) -> Obj | None:
 
 async def resolve_rule(refs: Mapping[str, Obj], obj: Obj, store: Store, http: HttpClient | None,
                        timeout: float, policy_namespace: str | None = None) -> dict[str, JSON]:
-    """Resolve every reference of one rule concurrently; raise LookupFailure on the first failure."""
+    """Resolve every reference of one rule concurrently; raise LookupFailure on the first failure.
+    A namespaced policy (``policy_namespace``) reads only within its namespace (:mod:`.scoped`)."""
     names = list(refs)
+    store = scoped.bound(store, policy_namespace)
     try:
         values = await asyncio.wait_for(
             asyncio.gather(*(resolve(refs[n], obj, store, http, policy_namespace) for n in names)), timeout)
