@@ -200,6 +200,10 @@ def convert_modrule(doc: Obj, source: str, _all: Sequence[Obj]) -> Conversion:
             report.add("spec.executionTier", "tiers order patches; a Reject ModRule has no patch to order "
                                              "(validate policies run after every override policy)")
     if "syntheticRefs" in str(spec) and "node" in str(spec) and isinstance(policy.get("spec"), dict):
+        if not cluster:
+            report.add("spec", f"$.syntheticRefs.node reads a Node, which is cluster-scoped: a policy in namespace "
+                               f"{namespace} may not read it (docs/security.md); a ModRule in {SYSTEM_NAMESPACE} "
+                               "becomes a cluster policy, which may")
         policy["spec"]["valueRefs"] = {"node": NODE_REF}
     if report.problems:
         return Conversion(problems=report.problems)

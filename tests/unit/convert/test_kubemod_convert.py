@@ -129,9 +129,13 @@ def test_what_cannot_be_converted_exactly_is_reported(spec: dict[str, Any], fiel
 
 
 def test_the_node_synthetic_reference_is_a_value_ref() -> None:
-    policy = convert(modrule({**PATCH, "match": [{"select": "$.syntheticRefs.node.metadata.labels"}]}))
+    reads_node = {**PATCH, "match": [{"select": "$.syntheticRefs.node.metadata.labels"}]}
+    policy = convert(modrule(reads_node, kubemod.SYSTEM_NAMESPACE))
     assert policy["spec"]["valueRefs"] == {"node": kubemod.NODE_REF}
-    assert "valueRefs" not in convert(modrule(PATCH))["spec"]
+    assert "valueRefs" not in convert(modrule(PATCH, kubemod.SYSTEM_NAMESPACE))["spec"]
+    # A namespaced policy may not read Nodes (docs/security.md): reported, not converted.
+    assert any(f == "spec" and "$.syntheticRefs.node reads a Node, which is cluster-scoped" in r
+               for f, r in problems(modrule(reads_node)))
 
 
 def test_an_unknown_version_is_reported() -> None:

@@ -15,6 +15,7 @@ from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission import sidecars as sidecar_templates
 from kinitiras_py.admission.pipeline import Pipeline, Request
 from kinitiras_py.base.errors import PolicyErrors
+from kinitiras_py.convert import kubemod
 from kinitiras_py.engine import boundary, sidecars
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.selection import PolicyIndex
@@ -205,7 +206,7 @@ async def test_a_reference_without_a_namespace_reads_the_policys_own() -> None:
 
 async def test_the_policys_own_namespace_object_is_the_only_cluster_scoped_read() -> None:
     namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": {"zone": n}}}
-                  for n in ("team-a", "team-b")]
+                  for n in ("team-a", "team-b", "a-team")]
     store = RecordingStore(namespaces)
     own = steal({"apiVersion": "v1", "kind": "Namespace", "name": "{{metadata.labels.ns}}"})
     own["spec"]["overrideRules"][0]["overriders"]["template"]["valueRef"]["path"] = "/metadata/labels/zone"
@@ -218,7 +219,7 @@ async def test_the_policys_own_namespace_object_is_the_only_cluster_scoped_read(
     listed["spec"]["overrideRules"][0]["overriders"]["template"]["valueRef"]["k8s"] = {
         "apiVersion": "v1", "kind": "Namespace", "labelSelector": {"matchLabels": {}}}
     found = await mutator(listed, store=store).mutate(Request("CREATE", configmap(), namespace="team-a"))
-    assert found.object["metadata"]["annotations"] == {"stolen": "team-a"}  # team-b's sorts first otherwise
+    assert found.object["metadata"]["annotations"] == {"stolen": "team-a"}  # a-team's would come first
 
 
 OWNED: Obj = yaml.safe_load("""
@@ -328,3 +329,23 @@ async def test_a_refusal_is_never_remembered() -> None:
         if source == "team-b":
             assert mutation.patch == [] and any("outside namespace" in w for w in mutation.warnings)
     assert mutationmemo.MUTATIONS.hits == 1  # the read inside, the second time; never the refusal
+
+
+def test_kubemod_synthetic_references_of_a_namespaced_policy() -> None:
+    node_zone = yaml.safe_load("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: OverridePolicy
+metadata: {name: zone, namespace: team-a}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  matchConditions:
+  - select: $.syntheticRefs.namespace.metadata.labels.zone
+  overrideRules:
+  - overriders:
+      plaintext: [{op: add, path: /metadata/labels/zone, valueTemplate: '"{{ namespace }}"'}]
+""")
+    assert compile_policy(node_zone).namespace == "team-a"  # its own Namespace: allowed
+    node_zone["spec"]["valueRefs"] = {"node": kubemod.NODE_REF}
+    node_zone["spec"]["matchConditions"] = [{"select": "$.syntheticRefs.node.metadata.labels.zone"}]
+    [(path, reason)] = refused(node_zone)
+    assert path == "spec.valueRefs.node.k8s.kind" and "Node is cluster-scoped" in reason
