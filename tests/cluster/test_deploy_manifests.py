@@ -104,11 +104,27 @@ def test_rbac_has_no_wildcards_and_secrets_stay_in_the_namespace(base: list[Obj]
     assert selector == {"kinitiras.kcloudlabs.io/aggregate-to-reader": "true"}
     default = next(d for d in by_kind(base, "ClusterRole") if d["metadata"]["name"] == "kinitiras-py-reader-default")
     assert default["metadata"]["labels"]["kinitiras.kcloudlabs.io/aggregate-to-reader"] == "true"
-    assert {r for rule in default["rules"] for r in rule["resources"]} == {
-        "pods", "replicasets", "deployments", "namespaces", "configmaps"}
+    # Across namespaces only what every installation needs (docs/security.md): no ConfigMaps, no Pods.
+    assert {r for rule in default["rules"] for r in rule["resources"]} == {"replicasets", "deployments", "namespaces"}
     assert all(rule["verbs"] == ["get", "list", "watch"] for rule in default["rules"])
+    per_namespace = next(d for d in by_kind(base, "ClusterRole")
+                         if d["metadata"]["name"] == "kinitiras-py-namespace-reader")
+    assert "configmaps" in per_namespace["rules"][0]["resources"]
+    assert all(rule["verbs"] == ["get", "list", "watch"] for rule in per_namespace["rules"])
     role = one(base, "Role")
     assert {r for rule in role["rules"] for r in rule["resources"]} == {"secrets", "leases"}
+
+
+@needs_kubectl
+def test_namespace_owners_may_write_only_the_namespaced_policy_kinds(base: list[Obj]) -> None:
+    authors = next(d for d in by_kind(base, "ClusterRole") if d["metadata"]["name"] == "kinitiras-py-policy-author")
+    labels = authors["metadata"]["labels"]
+    assert labels["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert "rbac.authorization.k8s.io/aggregate-to-view" not in labels  # policies may hold inline credentials
+    assert {r for rule in authors["rules"] for r in rule["resources"]} == {
+        "overridepolicies", "validatepolicies", "overridepolicies/status", "validatepolicies/status"}
+    assert all(rule["apiGroups"] == ["policy.kcloudlabs.io"] for rule in authors["rules"])
 
 
 @needs_kubectl
@@ -261,13 +277,14 @@ def test_rbac_grants_what_the_controller_needs_and_no_more(cluster: Cluster, ser
                ("create", "secrets", "-n", NAMESPACE), ("patch", "secrets", "-n", NAMESPACE),
                ("update", "leases", "-n", NAMESPACE),
                ("patch", "mutatingwebhookconfigurations/kinitiras-py"), ("create", "validatingwebhookconfigurations"),
-               ("list", "pods", "-A"), ("watch", "deployments.apps", "-A"), ("get", "namespaces")]
+               ("watch", "deployments.apps", "-A"), ("list", "replicasets.apps", "-A"), ("get", "namespaces")]
     denied = [("update", "clusteroverridepolicies.policy.kcloudlabs.io"), ("get", "secrets", "-n", "default"),
               ("delete", "secrets", "-n", NAMESPACE), ("patch", "mutatingwebhookconfigurations/someone-else"),
               ("delete", "mutatingwebhookconfigurations/kinitiras-py"), ("patch", "namespaces"),
-              ("create", "pods", "-n", "default"), ("list", "secrets", "-A")]
+              ("create", "pods", "-n", "default"), ("list", "secrets", "-A"),
+              ("list", "configmaps", "-A"), ("get", "configmaps", "-n", "kube-system"), ("list", "pods", "-A")]
     deadline = time.monotonic() + 20  # the aggregated reader role is filled in by a controller
-    while not can_i(cluster, "list", "pods", "-A") and time.monotonic() < deadline:
+    while not can_i(cluster, "watch", "deployments.apps", "-A") and time.monotonic() < deadline:
         time.sleep(0.3)
     assert [a for a in allowed if not can_i(cluster, *a)] == []
     assert [d for d in denied if can_i(cluster, *d)] == []
