@@ -46,7 +46,8 @@ class SecretRef(Model):
 
     name: str = prop("Name of the Secret.", required=True)
     namespace: str | None = prop("Namespace of the Secret; defaults to the policy's namespace "
-                                 "(cluster-scoped policies must set it).")
+                                 "(cluster-scoped policies must set it). A namespaced policy may "
+                                 "name only its own.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +97,9 @@ class ResourceRefer(Model):
     path: str | None = prop("Path of the value in the source: /spec/replicas, or "
                             "body.result.x for http; may be empty for owner.")
     k8s: ResourceSelector | None = prop("The object to read when from is k8s; name, namespace and "
-                                        "label values may contain one {{path}} placeholder.")
+                                        "label values may contain one {{path}} placeholder. A "
+                                        "namespaced policy reads only in its own namespace (the "
+                                        "default) and its own Namespace object.")
     http: HttpDataRef | None = prop("The request to make when from is http.")
 
     def problems(self) -> Iterator[tuple[str, str]]:

@@ -19,7 +19,8 @@ class ConfigMapKeyRef(Model):
     """One key of a ConfigMap."""
 
     namespace: str | None = prop("Namespace of the ConfigMap; defaults to the policy's namespace "
-                                 "(cluster-scoped policies must set it).")
+                                 "(cluster-scoped policies must set it). A namespaced policy may "
+                                 "name only its own.")
     name: str = prop("Name of the ConfigMap.", required=True)
     key: str = prop("The data key holding the template.", required=True)
 

@@ -39,8 +39,10 @@ class LookupFailure(Exception):
 
 async def resolve(ref: Obj, obj: Obj, store: Store, http: HttpClient | None,
                   policy_namespace: str | None = None) -> JSON:
-    """The root value of a k8s, owner or http reference (the rule then reads ``path`` in it)."""
+    """The root value of a k8s, owner or http reference (the rule then reads ``path`` in it).
+    A namespaced policy (``policy_namespace``) reads only within its namespace (:mod:`.scoped`)."""
     source = ref.get("from")
+    store = scoped.bound(store, policy_namespace)
     try:
         if source == "owner":
             return await _owner(obj, store)
@@ -104,10 +106,8 @@ async def _k8s(sel: Obj, obj: Obj, store: Store) -> Obj | None:
 
 async def resolve_rule(refs: Mapping[str, Obj], obj: Obj, store: Store, http: HttpClient | None,
                        timeout: float, policy_namespace: str | None = None) -> dict[str, JSON]:
-    """Resolve every reference of one rule concurrently; raise LookupFailure on the first failure.
-    A namespaced policy (``policy_namespace``) reads only within its namespace (:mod:`.scoped`)."""
+    """Resolve every reference of one rule concurrently; raise LookupFailure on the first failure."""
     names = list(refs)
-    store = scoped.bound(store, policy_namespace)
     try:
         values = await asyncio.wait_for(
             asyncio.gather(*(resolve(refs[n], obj, store, http, policy_namespace) for n in names)), timeout)
