@@ -47,7 +47,8 @@ REF = {"sidecarPatchConfigMap": {"name": "patch", "namespace": "sg"}}
 GO = 'containers:\n  - name: envoy\n    image: e\n    env: [{name: N, value: "{{ .MeshName }}/{{.VirtualNodeName}}"}]\n'
 
 
-POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "sg", "labels": {"app": "shop", "vn": "n"}},
+POD = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "p", "namespace": "sg", "labels": {"app": "shop", "vn": "n"}},
        "spec": {"containers": [{"name": "app", "image": "nginx", "ports": [{"containerPort": 80}]}]}}
 
 
