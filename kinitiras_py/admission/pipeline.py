@@ -53,6 +53,17 @@ class Request:
                 "userInfo": self.user_info, "dryRun": self.dry_run}
 
 
+def with_namespace(obj: object, namespace: str) -> object:
+    """``obj`` with ``metadata.namespace`` set to ``namespace`` when it has none (a copy; ``obj``
+    itself when it has one or is no object), as the API server fills it from the request."""
+    if not isinstance(obj, dict):
+        return obj
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and not meta.get("namespace"):
+        return {**obj, "metadata": {**meta, "namespace": namespace}}
+    return obj
+
+
 @dataclass
 class Decision:
     """Mutation followed by validation: what an AdmissionReview response carries."""

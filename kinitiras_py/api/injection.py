@@ -17,6 +17,17 @@ ON_CONFLICT = ("Skip", "Deny", "Override")
 
 
 @dataclass(frozen=True, kw_only=True)
+class Marker(Model):
+    """The annotation an inject rule writes on every pod (or pod template) it injects; a rule that
+    is skipped or conflicts writes none."""
+
+    key: str = prop("Annotation key, a qualified name (e.g. podpreset.admission.kubernetes.io/podpreset-db, "
+                    "what a converted PodPreset writes).", required=True)
+    value: str | None = prop("Its value; absent: the policy's resourceVersion as the webhook compiled it "
+                             "(empty when the policy has none, as offline from a file).")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Inject(Model):
     """Items added to every selected container and init container (env, envFrom, volumeMounts) and,
     once, to the pod spec (volumes). An item the pod already has, equal, is kept once."""
@@ -31,6 +42,9 @@ class Inject(Model):
         "When the pod or another inject rule has the same key with another value: Skip (the pod is "
         "admitted without the injections of every rule involved, with a warning), Deny, or Override "
         "(this rule's item replaces the pod's; between rules, the later one wins).", default="Skip")
+    marker: Marker | None = prop(
+        "The annotation marking the pods this rule injects; absent: policy.kcloudlabs.io/inject-<policy name> "
+        "(cluster-inject-<name> for a ClusterOverridePolicy) set to the policy's resourceVersion.")
 
     def problems(self) -> Iterator[tuple[str, str]]:
         """Something to inject; no key twice (the rule would conflict with itself)."""

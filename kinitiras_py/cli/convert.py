@@ -1,7 +1,8 @@
 """``kinitiras-py convert FILE...``: print our policies for other admission systems' documents.
 
 Exit codes: 0 every document converted exactly (documents of no foreign kind pass through
-unchanged), 2 bad input or a field with no exact equivalent (each reported on stderr with its
+unchanged; one the source system ignores, such as a Mesh without App Mesh injection, is left out
+with a note on stderr), 2 bad input or a field with no exact equivalent (each reported on stderr with its
 field; nothing is printed), 3 an internal error.
 """
 
@@ -24,11 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from kinitiras_py.convert.registry import convert_all
+    from kinitiras_py.convert.registry import convert_all, note_to_stderr
     from kinitiras_py.offline import loader
     from kinitiras_py.offline.dumper import dump_yaml_all
 
-    documents, problems = [], []
+    documents, problems, notes = [], [], []
     for name in args.files:
         try:
             result = convert_all(loader.load_documents(name), name)
@@ -37,9 +38,12 @@ def _convert(args: argparse.Namespace) -> int:
             return 2
         documents.extend(result.documents)
         problems.extend(result.problems)
+        notes.extend(result.notes)
     if problems:
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         return 2
+    for note in notes:
+        note_to_stderr(note)
     sys.stdout.write(dump_yaml_all(documents))
     return 0

@@ -42,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resource", required=True, help="the object under admission (for DELETE: the object deleted)")
     p.add_argument("--old-resource", help="the previous object, for UPDATE")
     p.add_argument("--operation", default="CREATE", choices=list(OPERATIONS))
-    p.add_argument("--namespace", help="the request's namespace (default: the resource's metadata.namespace)")
+    p.add_argument("--namespace", help="the request's namespace (default: the resource's metadata.namespace); "
+                                       "fills in a resource without one, refuses one that differs (exit 2), "
+                                       "as the API server does")
     p.add_argument("--context", action="append", default=[],
                    help="objects for k8s/owner references and HTTPResponse documents (repeatable)")
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")

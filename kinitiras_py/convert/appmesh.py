@@ -157,15 +157,45 @@ def _selectors(app: Obj, source: str, problems: list[Problem]) -> list[Obj]:
     return []
 
 
-def convert_mesh(doc: Obj, source: str, docs: Sequence[Obj]) -> Conversion:
-    """A Mesh with App Mesh auto-injection → a ClusterOverridePolicy; other meshes pass through."""
-    spec = _map(doc.get("spec"))
+def _not_injecting(spec: Obj, where: str, docs: Sequence[Obj]) -> Conversion | None:
+    """What becomes of a Mesh the App Mesh injector ignores (another mesh type, or auto-injection
+    off): nothing, with a note, and its patch ConfigMap with it. None for a mesh that injects."""
     app = spec.get("awsAppMesh")
-    if not isinstance(app, dict) or app.get("enableAutoInject") is not True:
-        return Conversion(documents=[doc])
+    if app is not None and not isinstance(app, dict):
+        return Conversion(problems=[Problem(where, "spec.awsAppMesh", "must be an object")])
+    inject = app.get("enableAutoInject") if app is not None else None
+    if inject is not None and not isinstance(inject, bool):
+        return Conversion(problems=[Problem(where, "spec.awsAppMesh.enableAutoInject", "must be true or false")])
+    if app is not None and inject:
+        return None
+    if app is None:
+        kinds = ", ".join(sorted(spec)) or "no mesh type"
+        return Conversion(notes=[f"{where}: skipped: not an App Mesh mesh ({kinds}), which the App Mesh "
+                                 "injector ignores"])
+    ref = app.get("sidecarPatchConfigMap")
+    cm_namespace, cm_name = DEFAULT_CONFIGMAP
+    if isinstance(ref, dict):
+        cm_namespace, cm_name = str(ref.get("namespace")), str(ref.get("name"))
+    configmap = _configmap(docs, cm_namespace, cm_name) if ref is None or isinstance(ref, dict) else None
+    with_configmap = f" (and its ConfigMap {cm_namespace}/{cm_name})" if configmap is not None else ""
+    return Conversion(consumed=[configmap] if configmap is not None else [],
+                      notes=[f"{where}: skipped{with_configmap}: enableAutoInject is not true, so the App Mesh "
+                             "injector ignores it"])
+
+
+def convert_mesh(doc: Obj, source: str, docs: Sequence[Obj]) -> Conversion:
+    """A Mesh with App Mesh auto-injection → a ClusterOverridePolicy; any other mesh, which the
+    injector ignores, → nothing, with a note."""
     meta = _map(doc.get("metadata"))
     name, namespace = str(meta.get("name") or ""), str(meta.get("namespace") or "")
     where = f"{source}: Mesh {namespace + '/' if namespace else ''}{name}"
+    if doc.get("spec") is not None and not isinstance(doc.get("spec"), dict):
+        return Conversion(problems=[Problem(where, "spec", "must be an object")])
+    spec = _map(doc.get("spec"))
+    skipped = _not_injecting(spec, where, docs)
+    if skipped is not None:
+        return skipped
+    app = spec["awsAppMesh"]
     problems: list[Problem] = []
     label, region = app.get("virtualNodeLabel"), app.get("region")
     if not isinstance(label, str) or not label:

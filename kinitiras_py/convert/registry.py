@@ -2,12 +2,14 @@
 
 A converter is exact or it reports: every field it cannot carry over exactly becomes a
 :class:`Problem` naming the field, and the conversion as a whole is refused (exit 2 in the CLI).
-Documents no converter claims pass through unchanged.
+A document the source system itself ignores is left out with a note. Documents no converter
+claims pass through unchanged.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -40,8 +42,10 @@ class Conversion:
     documents: list[Obj] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     consumed: list[Obj] = field(default_factory=list)
-    """Companion documents of the input now carried by ``documents`` (a Mesh's ConfigMap): they
-    are left out of the output instead of passing through."""
+    """Companion documents of the input now carried by ``documents`` (a Mesh's ConfigMap), or left
+    out with their document: they are left out of the output instead of passing through."""
+    notes: list[str] = field(default_factory=list)
+    """Documents left out on purpose, and why (a Mesh the source system ignores too): for stderr."""
 
 
 ConvertFn = Callable[[Obj, str, Sequence[Obj]], Conversion]
@@ -103,14 +107,23 @@ def convert_all(docs: Sequence[Obj], source: str) -> Conversion:
         if result is not None:
             out.documents.extend(result.documents)
             out.problems.extend(result.problems)
+            out.notes.extend(result.notes)
         elif id(doc) not in consumed:
             out.documents.append(doc)
     return out
 
 
-def converted(docs: Sequence[Obj], source: str) -> list[Obj]:
-    """:func:`convert_all`, raising ConversionError when anything could not be converted exactly."""
+def note_to_stderr(note: str) -> None:
+    """Print a conversion's note as the command line shows it."""
+    print(f"note: {note}", file=sys.stderr)
+
+
+def converted(docs: Sequence[Obj], source: str, on_note: Callable[[str], None] = note_to_stderr) -> list[Obj]:
+    """:func:`convert_all`, raising ConversionError when anything could not be converted exactly;
+    each note goes to ``on_note`` (stderr by default: loading a file skips nothing silently)."""
     result = convert_all(docs, source)
     if result.problems:
         raise ConversionError(result.problems)
+    for note in result.notes:
+        on_note(note)
     return result.documents

@@ -53,6 +53,9 @@ class OverrideRule:
     inject: str | None = None
     """For an ``inject`` template: its onConflict. ``rendered`` then returns a plan, which the engine
     combines with the other inject rules' (:mod:`.injection`)."""
+    marker: tuple[str, str | None] | None = None
+    """For an ``inject`` template with its own ``marker``: the annotation's key and value (None: the
+    policy's resourceVersion). None for ours (:func:`.injection.marker_key`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,7 +62,8 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
     for name, ref in refs.items():
         check_reference(checker, ref, f"spec.valueRefs.{name}")
     conditions = checker.run(policylevel.match_conditions, checker, list_of(spec.get("matchConditions")), refs)
-    if any(getattr(rule, "inject", None) for rule in rules):
+    # Only our own marker is named after the policy; a rule's own marker key is checked with the rule.
+    if any(getattr(rule, "inject", None) and getattr(rule, "marker", None) is None for rule in rules):
         checker.run(injecting.check_marker, kind, str(meta.get("name", "")))
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:

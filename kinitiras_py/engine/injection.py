@@ -13,8 +13,9 @@ policies' own items and list indexes, never the object.
   policy involved, with a warning; ``Override`` replaces the pod's item, and between rules the
   later one (in policy order) wins.
 * An equal item is kept once, whether the pod has it or several rules inject it; new items are
-  appended. Each policy applied marks the pod with ``policy.kcloudlabs.io/inject-<name>`` (a
-  ClusterOverridePolicy: ``cluster-inject-<name>``) set to its resourceVersion.
+  appended. Each rule applied marks the pod with its ``marker`` (a converted PodPreset:
+  PodPreset's own annotation), by default ``policy.kcloudlabs.io/inject-<name>`` (a
+  ClusterOverridePolicy: ``cluster-inject-<name>``) set to the policy's resourceVersion.
 """
 
 from __future__ import annotations
@@ -224,10 +225,11 @@ def _markers(plans: list[_Plan], working: Obj) -> Patch:
     ops: Patch = []
     for plan in plans:
         meta = plan.spec_at[: -len("/spec")] + "/metadata"
-        key = marker_key(plan.policy.kind, plan.policy.name)
-        op = {"op": "add", "path": f"{meta}/annotations/{patching.escape_pointer_token(key)}",
-              "value": plan.policy.resource_version}
-        if op not in ops and _annotation(working, meta, key) != plan.policy.resource_version:
+        key, value = plan.rule.marker or (marker_key(plan.policy.kind, plan.policy.name), None)
+        if value is None:
+            value = plan.policy.resource_version
+        op = {"op": "add", "path": f"{meta}/annotations/{patching.escape_pointer_token(key)}", "value": value}
+        if op not in ops and _annotation(working, meta, key) != value:
             ops.append(op)
     return ops
 

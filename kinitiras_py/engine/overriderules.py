@@ -81,8 +81,10 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
     if not (template or over.get("cel") or "javascript" in over or plaintext or entries or over.get("cue")):
         errors.append(PolicyError(opath, "no overrider: set template, cel, javascript, plaintext or origin"))
     inject = injecting.on_conflict(template)
+    marker = None
     if inject is not None:
         errors += injecting.rule_problems(rule, opath)
+        marker = checker.collect(errors, injecting.own_marker, template, f"{opath}.template")
     if errors:
         raise PolicyErrors(errors)
     operations = rule.get("targetOperations")
@@ -91,7 +93,7 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
         failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cel=custom,
         javascript=script, plaintext=plaintext, origin=entries, refs=refs or EMPTY, sidecar=sidecar,
         fanout=fanned or EMPTY,
-        last_applied=rule.get("patchLastApplied") is True, inject=inject,
+        last_applied=rule.get("patchLastApplied") is True, inject=inject, marker=marker,
     ), source
 
 

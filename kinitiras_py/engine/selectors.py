@@ -111,6 +111,12 @@ def _expressions(sel: Obj, path: str, errors: list[PolicyError]) -> Iterator[tup
             errors.append(PolicyError(where, "must be an object"))
 
 
+def annotation_key_problem(key: object) -> str | None:
+    """Why ``key`` cannot be an annotation key (it must be a qualified name, as a label key), or None."""
+    problem = _qualified_name_problem(key)
+    return f"invalid annotation key {key!r}: {problem}" if problem else None
+
+
 def validate_label_selector(sel: dict[str, Any], path: str) -> list[PolicyError]:
     """Every problem with a Kubernetes label selector, each with its field path."""
     if not isinstance(sel, dict):

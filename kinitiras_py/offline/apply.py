@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kinitiras_py.admission.pipeline import Decision, Pipeline, Request
+from kinitiras_py.admission.pipeline import Decision, Pipeline, Request, with_namespace
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS, Obj
 from kinitiras_py.engine.compiled import CompiledPolicy
@@ -87,12 +87,30 @@ def build_pipeline(compiled: Sequence[CompiledPolicy], context: Sequence[Obj] = 
     )
 
 
+def _in_namespace(obj: Obj, namespace: str, what: str) -> Obj:
+    """``obj`` as the API server admits it in a request for ``namespace``: its own namespace must be
+    that one (the API server refuses a mismatch before any webhook sees it), and a missing one is
+    filled in."""
+    own = (obj.get("metadata") or {}).get("namespace")
+    if own and own != namespace:
+        raise InputError(f"the namespace of the {what} ({own!r}) does not match the namespace of the request "
+                         f"(--namespace {namespace!r}), which the API server refuses: drop one or make them equal")
+    filled = with_namespace({**obj, "metadata": obj.get("metadata") or {}}, namespace) if namespace else obj
+    assert isinstance(filled, dict)
+    return filled
+
+
 def request_for(case: Case) -> Request:
-    """The admission request the API server would send for ``case``."""
+    """The admission request the API server would send for ``case``; InputError when ``case.namespace``
+    and an object's own namespace differ."""
+    resource, old = case.resource, case.old_resource
     namespace = case.namespace
     if namespace is None:
-        namespace = str((case.resource.get("metadata") or {}).get("namespace") or "")
-    return Request(operation=case.operation, object=case.resource, old_object=case.old_resource,
+        namespace = str((resource.get("metadata") or {}).get("namespace") or "")
+    else:
+        resource = _in_namespace(resource, namespace, "resource")
+        old = _in_namespace(old, namespace, "old resource") if old is not None else None
+    return Request(operation=case.operation, object=resource, old_object=old,
                    namespace=namespace, user_info=case.user_info or {"username": "kinitiras-py-offline"})
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from kinitiras_py.admission.pipeline import Request
+from kinitiras_py.admission.pipeline import Request, with_namespace
 from kinitiras_py.base.errors import ReviewError
 from kinitiras_py.base.typedefs import Obj, Patch
 from kinitiras_py.webhook import shape
@@ -105,7 +105,7 @@ def decode(body: bytes) -> Review:
         # metadata.namespace; selection and namespaced policies need it. Filling it in on the
         # received object too keeps it out of the response patch.
         received = {"object": obj, "oldObject": old}
-        filled = {name: _with_namespace(value, namespace) for name, value in received.items()}
+        filled = {name: with_namespace(value, namespace) for name, value in received.items()}
         # A filled-in object's size stays an upper bound: at most `,"namespace":"..."` more.
         grown = len(orjson.dumps(namespace)) + len(',"namespace":')
         sizes = {name: size + (grown if filled[name] is not received[name] else 0) for name, size in sizes.items()}
@@ -136,15 +136,6 @@ def _fingerprint(operation: str, namespace: str, user: Obj, dry_run: bool, obj: 
             return None
         parts.append(blob)
     return b"\0".join(parts)
-
-
-def _with_namespace(obj: object, namespace: str) -> object:
-    if not isinstance(obj, dict):
-        return obj
-    meta = obj.get("metadata")
-    if isinstance(meta, dict) and not meta.get("namespace"):
-        return {**obj, "metadata": {**meta, "namespace": namespace}}
-    return obj
 
 
 def allowed(api_version: str, uid: str, patch: Patch | bytes | None = None, warnings: list[str] | None = None,

@@ -1,6 +1,7 @@
 """Service injection (the inject template) on the local API server: the examples of
 examples/service-injection, ours and the PodPreset documentation's through `convert`, create
-objects that read back as the expected YAML; a Deployment's Pods are injected exactly once."""
+objects that read back as the expected YAML; a Deployment's Pods are injected exactly once; a
+converted PodPreset marks Pods with PodPreset's annotation."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.cluster
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "service-injection"
 MARKER = "policy.kcloudlabs.io/inject-"
+PODPRESET_MARKER = "podpreset.admission.kubernetes.io/podpreset-"
 # Added by the API server's own admission (the ServiceAccount plugin), not by us.
 SERVICE_ACCOUNT_PREFIXES = ("default-token-", "kube-api-access-")
 
@@ -173,7 +175,58 @@ def test_podpreset_docs_examples_through_convert(cluster: Cluster, webhook: Webh
     container = stored["spec"]["containers"][0]
     assert "env" not in container and "envFrom" not in container
     assert [m["name"] for m in container["volumeMounts"] if _ours(m)] == ["other-volume", "proxy-volume"]
-    assert set(stored["metadata"]["annotations"]) == {MARKER + "proxy"}
+    assert set(stored["metadata"]["annotations"]) == {PODPRESET_MARKER + "proxy"}
+
+
+TRACING_PRESET = """
+apiVersion: settings.k8s.io/v1alpha1
+kind: PodPreset
+metadata: {name: tracing, namespace: NS}
+spec:
+  selector: {matchLabels: {traced: "yes"}}
+  env: [{name: OTEL_ENDPOINT, value: "http://collector:4317"}]
+"""
+TRACED_POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: NAME, labels: {traced: "yes"}}
+spec:
+  containers: [{name: app, image: nginx}]
+"""
+
+
+def test_a_converted_podpreset_marks_pods_with_podpresets_annotation(
+        cluster: Cluster, webhook: Webhook, namespace: str, tmp_path: Path) -> None:
+    # Written by hand, the preset has no resourceVersion: the Pod carries the converted policy's,
+    # a version of the preset as it is stored now.
+    (tmp_path / "preset.yaml").write_text(TRACING_PRESET.replace("NS", namespace))
+    policy = convert(tmp_path / "preset.yaml", namespace)
+    created = kubectl_ok(cluster, "apply", "-f", "-", "-o", "jsonpath={.metadata.resourceVersion}", input=policy)
+    apply_policy(cluster, policy, "op", "tracing", 1, namespace)
+    kubectl_ok(cluster, "create", "-n", namespace, "-f", "-", input=TRACED_POD.replace("NAME", "first"))
+    stored = get_json(cluster, "pod", "first", namespace)
+    assert stored["spec"]["containers"][0]["env"] == [{"name": "OTEL_ENDPOINT", "value": "http://collector:4317"}]
+    annotations = stored["metadata"]["annotations"]
+    assert set(annotations) == {PODPRESET_MARKER + "tracing"}, annotations
+    current = get_json(cluster, "op", "tracing", namespace)["metadata"]["resourceVersion"]
+    assert int(created) <= int(annotations[PODPRESET_MARKER + "tracing"]) <= int(current), (created, current)
+
+    # Exported from the old cluster, the preset carries the resourceVersion its Pods were marked with
+    # there; the converted policy keeps marking new Pods with it.
+    exported = TRACING_PRESET.replace("NS", namespace).replace("{name: tracing,",
+                                                                 '{name: tracing, resourceVersion: "918273",')
+    (tmp_path / "preset.yaml").write_text(exported)
+    apply_policy(cluster, convert(tmp_path / "preset.yaml", namespace), "op", "tracing", 1, namespace)
+    kubectl_ok(cluster, "create", "-n", namespace, "-f", "-", input=TRACED_POD.replace("NAME", "second"))
+    annotations = get_json(cluster, "pod", "second", namespace)["metadata"]["annotations"]
+    assert annotations == {PODPRESET_MARKER + "tracing": "918273"}
+
+    # A Pod holding the variable with another value: the preset is skipped, and writes nothing.
+    held = TRACED_POD.replace("NAME", "third").replace(
+        "image: nginx}", 'image: nginx, env: [{name: OTEL_ENDPOINT, value: "http://other:4317"}]}')
+    proc = cluster.kubectl("create", "-n", namespace, "-f", "-", input=held)
+    assert proc.returncode == 0 and "tracing: not injected (onConflict Skip)" in proc.stderr, proc.stderr
+    assert "annotations" not in get_json(cluster, "pod", "third", namespace)["metadata"]
 
 
 DENY_POLICY = """

@@ -1,7 +1,9 @@
-"""Fuzz: SuperGloo Mesh documents with any field type-confused, against the App Mesh converter.
+"""Fuzz: SuperGloo Mesh documents with any field type-confused, against the App Mesh converter,
+and PodPresets with any name and resourceVersion, against the PodPreset converter.
 
 Invariant: converting either gives policies that the policy checker accepts or refuses by field,
-or reports problems that each name a field; it never raises.
+reports problems that each name a field, or leaves a mesh the injector ignores out with a note;
+it never raises.
 """
 
 from __future__ import annotations
@@ -31,14 +33,16 @@ def meshes(draw: st.DrawFn) -> list[Any]:
                                                                        st.sampled_from(["x", ""]), max_size=2)))}},
         {"namespaceSelector": {"namespaces": draw(maybe(st.lists(st.sampled_from(["a", "b", ""]), max_size=2)))}},
         {"upstreamSelector": {}}, {}, draw(JUNK)]))
-    app = {"region": draw(maybe(st.just("us-east-1"))), "enableAutoInject": draw(maybe(st.just(True))),
+    app = {"region": draw(maybe(st.just("us-east-1"))),
+           "enableAutoInject": draw(maybe(st.sampled_from([True, True, False, None]))),
            "virtualNodeLabel": draw(maybe(st.sampled_from(["vn", "app.kubernetes.io/name", "bad label"]))),
            "injectionSelector": selector}
     if draw(st.booleans()):
         app["sidecarPatchConfigMap"] = draw(maybe(st.just({"name": "p", "namespace": "sg"})))
     mesh = {"apiVersion": "supergloo.solo.io/v1", "kind": "Mesh",
             "metadata": draw(maybe(st.just({"name": "m", "namespace": "sg"}))),
-            "spec": draw(maybe(st.just({"awsAppMesh": draw(maybe(st.just(app)))})))}
+            "spec": draw(maybe(st.sampled_from([{"awsAppMesh": draw(maybe(st.just(app)))},
+                                                {"istio": {"installationNamespace": "istio-system"}}, {}])))}
     data = draw(maybe(st.dictionaries(st.sampled_from(["patch.yaml", "other"]), st.sampled_from(GO) | JUNK,
                                       min_size=1, max_size=2)))
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p", "namespace": "sg"}, "data": data}
@@ -50,7 +54,34 @@ def test_meshes_convert_or_report_by_field(docs: list[Any]) -> None:
     result = registry.convert_all(docs, "in.yaml")
     for problem in result.problems:
         assert problem.field and problem.reason, problem
+    for note in result.notes:  # a mesh left out is named, and never also converted or reported
+        assert note.startswith("in.yaml: Mesh ") and "skipped" in note, note
+        assert not result.problems and not any(d.get("kind") == "ClusterOverridePolicy" for d in result.documents)
     if not result.problems:
         for doc in result.documents:
             if doc.get("kind") == "ClusterOverridePolicy":
                 check(doc)
+
+
+@st.composite
+def podpresets(draw: st.DrawFn) -> Any:
+    """PodPresets whose name and resourceVersion (what the converted marker is made of) are any
+    text, length or type."""
+    meta = {"name": draw(maybe(st.sampled_from(["db", "p" * 53, "p" * 54, "a.b", "A", ""]) | st.text(max_size=70))),
+            "namespace": "shop"}
+    if draw(st.booleans()):
+        meta["resourceVersion"] = draw(maybe(st.sampled_from(["4711", "", "0"]) | st.text(max_size=8)))
+    return {"apiVersion": "settings.k8s.io/v1alpha1", "kind": "PodPreset", "metadata": draw(maybe(st.just(meta))),
+            "spec": {"env": [{"name": "DB_HOST", "value": "db"}]}}
+
+
+@given(podpresets())
+def test_podpresets_convert_with_their_marker_or_report_by_field(doc: Any) -> None:
+    result = registry.convert_all([doc], "in.yaml")
+    for problem in result.problems:
+        assert problem.field and problem.reason, problem
+    for policy in result.documents:
+        check(policy)
+        marker = policy["spec"]["overrideRules"][0]["overriders"]["template"]["inject"]["marker"]
+        assert marker["key"] == f"podpreset.admission.kubernetes.io/podpreset-{doc['metadata']['name']}"
+        assert marker.get("value", "") == (doc["metadata"].get("resourceVersion") or "")

@@ -309,6 +309,10 @@ def inject_templates_with_odd_text(draw: st.DrawFn) -> Any:
                                            ("volumes", volumes)) if draw(st.booleans())} or {"env": env}
     if draw(st.booleans()):
         block["onConflict"] = odd(st.sampled_from(["Skip", "Deny", "Override"]))
+    if draw(st.booleans()):  # the annotation's key and value are written into the pod as given
+        keys = st.sampled_from(["podpreset.admission.kubernetes.io/podpreset-db", "a/b/c", "x" * 64, "/x", "k"])
+        marker = {"key": odd(keys | TEXT)} | ({"value": odd(free)} if draw(st.booleans()) else {})
+        block["marker"] = odd(st.just(marker))
     template: dict[str, Any] = {"type": "inject", "inject": block}
     if draw(st.booleans()):
         template["containerNames"] = [odd(free)]

@@ -17,6 +17,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.engine import selectors
 
 EXCLUDE_ANNOTATIONS = ("podpreset.admission.kubernetes.io/exclude", "policy.kcloudlabs.io/inject-exclude")
 """A pod (or pod template) annotated with either, set to "true", is left alone by every inject rule."""
@@ -100,6 +101,20 @@ def on_conflict(template: JSON) -> str | None:
     block = template.get("inject")
     mode = block.get("onConflict") if isinstance(block, dict) else None
     return mode if mode in ("Skip", "Deny", "Override") else "Skip"
+
+
+def own_marker(template: Obj, path: str) -> tuple[str, str | None] | None:
+    """An inject template's own ``marker``: its annotation key and value (None: the policy's
+    resourceVersion); None when the rule writes ours. PolicyError when the key cannot be one."""
+    block = template.get("inject")
+    marker = block.get("marker") if isinstance(block, dict) else None
+    if not isinstance(marker, dict):
+        return None  # absent, or of a wrong type (the policy's model reports that)
+    key, value = marker.get("key"), marker.get("value")
+    if problem := selectors.annotation_key_problem(key):
+        raise PolicyError(f"{path}.inject.marker.key", problem)
+    assert isinstance(key, str)
+    return key, value if isinstance(value, str) else None
 
 
 def rule_problems(rule: Obj, path: str) -> list[PolicyError]:

@@ -142,8 +142,8 @@ def parse_output(text: str, where: str) -> Obj:
     for key, value in annotations.items():
         if not isinstance(value, str):
             raise PolicyError(where, f"annotation {key!r}: the value must be a string (quote it), got {value!r}")
-        for problem in selectors.validate_label_selector({"matchLabels": {key: ""}}, where):
-            raise PolicyError(where, problem.reason.replace("label key", "annotation key"))
+        if problem := selectors.annotation_key_problem(key):
+            raise PolicyError(where, problem)
     return doc
 
 

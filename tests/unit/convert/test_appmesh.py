@@ -47,6 +47,11 @@ REF = {"sidecarPatchConfigMap": {"name": "patch", "namespace": "sg"}}
 GO = 'containers:\n  - name: envoy\n    image: e\n    env: [{name: N, value: "{{ .MeshName }}/{{.VirtualNodeName}}"}]\n'
 
 
+POD = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "p", "namespace": "sg", "labels": {"app": "shop", "vn": "n"}},
+       "spec": {"containers": [{"name": "app", "image": "nginx", "ports": [{"containerPort": 80}]}]}}
+
+
 def problems(*docs: dict[str, Any]) -> list[str]:
     return [str(p) for p in registry.convert_all(list(docs), "in.yaml").problems]
 
@@ -91,9 +96,51 @@ def test_the_default_configmap_is_found_among_the_input() -> None:
         "sidecar"]["template"]
 
 
-def test_a_mesh_without_auto_injection_passes_through() -> None:
-    quiet = mesh(enableAutoInject=False)
-    assert registry.convert_all([quiet], "in.yaml").documents == [quiet]
+def istio() -> dict[str, Any]:
+    return {"apiVersion": "supergloo.solo.io/v1", "kind": "Mesh", "metadata": {"name": "i", "namespace": "sg"},
+            "spec": {"istio": {"installationNamespace": "istio-system"}}}
+
+
+@pytest.mark.parametrize(("docs", "note"), [
+    ([mesh(enableAutoInject=False, **REF), configmap(GO)],
+     "in.yaml: Mesh sg/m: skipped (and its ConfigMap sg/patch): enableAutoInject is not true"),
+    ([mesh(enableAutoInject=None)], "in.yaml: Mesh sg/m: skipped: enableAutoInject is not true"),
+    ([istio()], "in.yaml: Mesh sg/i: skipped: not an App Mesh mesh (istio)"),
+])
+def test_a_mesh_that_does_not_inject_is_left_out_with_a_note(docs: list[dict[str, Any]], note: str) -> None:
+    result = registry.convert_all(docs, "in.yaml")
+    assert (result.documents, result.problems) == ([], [])
+    [written] = result.notes
+    assert written.startswith(note), written
+
+
+def test_a_mesh_that_does_not_inject_leaves_the_others_alone(tmp_path: Path) -> None:
+    # (the ConfigMap of the stale mesh is left out with it; the working mesh still injects)
+    stale = mesh(enableAutoInject=False, sidecarPatchConfigMap={"name": "old", "namespace": "sg"})
+    stale["metadata"]["name"] = "stale"
+    text = yaml.safe_dump_all([stale, istio(), configmap("containers: []", name="old"), mesh(**REF),
+                               configmap(GO)])
+    (tmp_path / "meshes.yaml").write_text(text)
+    code, out, err = run_cli("convert", str(tmp_path / "meshes.yaml"))
+    assert code == 0, err
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["ClusterOverridePolicy"]
+    assert err.count("note: ") == 2 and "Mesh sg/stale: skipped (and its ConfigMap sg/old)" in err, err
+    (tmp_path / "pod.yaml").write_text(yaml.safe_dump(POD))
+    code, out, err = run_cli("apply", "--policy", str(tmp_path / "meshes.yaml"), "--resource",
+                             str(tmp_path / "pod.yaml"), "-o", "json")
+    assert code == 0, err
+    assert err.count("note: ") == 2, err
+    assert [c["name"] for c in yaml.safe_load(out)["object"]["spec"]["containers"]] == ["app", "envoy"]
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"awsAppMesh": {"enableAutoInject": "yes"}}, "spec.awsAppMesh.enableAutoInject: must be true or false"),
+    ({"awsAppMesh": "on"}, "spec.awsAppMesh: must be an object"),
+    ("istio", "spec: must be an object"),
+])
+def test_a_malformed_mesh_is_reported_not_skipped(spec: Any, expected: str) -> None:
+    doc = istio() | {"spec": spec}
+    assert problems(doc) == [f"in.yaml: Mesh sg/i: {expected}"]
 
 
 @pytest.mark.parametrize(("docs", "expected"), [
@@ -148,7 +195,9 @@ def test_the_samples_convert_into_policies_that_compile(path: Path) -> None:
     for doc in docs:
         if doc["apiVersion"].startswith("policy.kcloudlabs.io/"):
             compile_policy(doc)
-    assert {d["kind"] for d in docs} <= {"ClusterOverridePolicy", "Mesh"}
+    assert {d["kind"] for d in docs} <= {"ClusterOverridePolicy"}
+    meshes = [d for d in load_documents(path) if d["kind"] == "Mesh"]
+    assert err.count("note: ") == len(meshes) - len(docs), err  # each mesh: a policy or a note
 
 
 def injected(policies: list[dict[str, Any]], context: list[dict[str, Any]]) -> dict[str, Any]:

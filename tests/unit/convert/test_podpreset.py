@@ -37,7 +37,8 @@ def test_a_podpreset_becomes_an_override_policy_in_its_namespace_with_an_inject_
                     "env": [{"name": "DB_PORT", "value": "6379"}],
                     "volumeMounts": [{"mountPath": "/cache", "name": "cache-volume"}],
                     "volumes": [{"name": "cache-volume", "emptyDir": {}}],
-                    "onConflict": "Skip"}}}}]}}]
+                    "onConflict": "Skip",
+                    "marker": {"key": "podpreset.admission.kubernetes.io/podpreset-allow-database"}}}}}]}}]
 
 
 def test_the_registry_claims_podpresets() -> None:
@@ -136,7 +137,10 @@ def test_the_replicaset_itself_is_left_as_written() -> None:
 def test_the_podpreset_docs_examples_through_convert_on_load(tmp_path: Path) -> None:
     simple = apply(PRESETS / "preset-simple.yaml", resource=PRESETS / "website-pod.yaml")["object"]
     ours = apply(EXAMPLES / "allow-database.yaml", resource=PRESETS / "website-pod.yaml")["object"]
-    assert simple == ours  # the converted PodPreset and our policy do the same
+    # the converted PodPreset and our policy do the same, each writing its own marker
+    assert simple["metadata"].pop("annotations") == {"podpreset.admission.kubernetes.io/podpreset-allow-database": ""}
+    assert ours["metadata"].pop("annotations") == {"policy.kcloudlabs.io/inject-allow-database": ""}
+    assert simple == ours
     with_configmap = apply(PRESETS / "preset-configmap.yaml", resource=PRESETS / "website-pod.yaml")["object"]
     assert with_configmap["spec"]["containers"][0]["envFrom"] == [{"configMapRef": {"name": "etcd-env-config"}}]
     both = apply(PRESETS / "preset-simple.yaml", PRESETS / "preset-proxy.yaml",
@@ -144,8 +148,8 @@ def test_the_podpreset_docs_examples_through_convert_on_load(tmp_path: Path) -> 
     container = both["spec"]["containers"][0]
     assert container["volumeMounts"] == [{"mountPath": "/cache", "name": "cache-volume"},
                                          {"mountPath": "/etc/proxy/configs", "name": "proxy-volume"}]
-    assert both["metadata"]["annotations"] == {"policy.kcloudlabs.io/inject-allow-database": "",
-                                               "policy.kcloudlabs.io/inject-proxy": ""}
+    assert both["metadata"]["annotations"] == {"podpreset.admission.kubernetes.io/podpreset-allow-database": "",
+                                               "podpreset.admission.kubernetes.io/podpreset-proxy": ""}
 
 
 def test_the_podpreset_docs_conflict_example_admits_the_pod_unchanged_with_a_warning() -> None:
@@ -160,4 +164,4 @@ def test_the_podpreset_docs_conflict_example_admits_the_pod_unchanged_with_a_war
 def test_the_examples_acceptance_cases_pass() -> None:
     code, out, err = run("test", str(EXAMPLES))
     assert (code, err) == (0, ""), out
-    assert out.endswith("7 passed, 0 failed\n")
+    assert out.endswith("8 passed, 0 failed\n")
