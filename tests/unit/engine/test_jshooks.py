@@ -231,7 +231,11 @@ def test_a_rule_that_fails_or_denies_adds_no_name() -> None:
     failing = "function jsa_mutate(obj) { return {Result: {...obj, kind: 'Service'}}; }"
     m = mutate([admission("a-fails", failing), admission("b", ECHO)], pod("p"))
     assert m.failure is not None and "kind is 'Service'" in m.failure.reason
-    skipped = policy(failing, "ClusterOverridePolicy", "a-skipped", marker={"annotation": MARK, "name": "x"})
+    # The script returns a Result, then the rule's plaintext fails: the rule is skipped, unnamed.
+    skipped = compile_policy({"apiVersion": API, "kind": "ClusterOverridePolicy", "metadata": {"name": "a"}, "spec": {
+        "overrideRules": [{"failurePolicy": "Ignore", "overriders": {
+            "javascript": {"source": ECHO, "marker": {"annotation": MARK, "name": "a"}},
+            "plaintext": [{"op": "replace", "path": "/spec/missing", "value": 1}]}}]}})
     echo = policy(ECHO, "ClusterOverridePolicy", "b", marker={"annotation": MARK, "name": "b"})
     m = overriding.mutate([(skipped, skipped.rules[0]), (echo, echo.rules[0])], pod("p"),
                           {"request": {"operation": "CREATE"}, "oldObject": None})
