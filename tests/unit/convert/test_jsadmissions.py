@@ -52,7 +52,8 @@ def test_watch_hooks_and_state_convert_as_they_are() -> None:
     assert result.problems == []
     [policy] = result.documents
     assert policy["kind"] == "ClusterValidatePolicy"
-    assert policy["spec"]["validateRules"][0]["javascript"]["source"] == load("pod-limit-stateful.yaml")[0]["spec"]["js"]
+    source = policy["spec"]["validateRules"][0]["javascript"]["source"]
+    assert source == load("pod-limit-stateful.yaml")[0]["spec"]["js"]
     hooks = compile_policy(policy).rules[0].javascript.hooks
     assert hooks is not None and set(hooks.parameters) == {"jsa_init", "jsa_created", "jsa_deleted"}
 

@@ -30,9 +30,13 @@ MARK = "jsadmissions.momiji.com/mutate"
 # Records, in state, the names of the pods the hooks saw, in order; jsa_validate denies a third pod.
 LEDGER = """
 function jsa_init(state) { state.seen = []; state.live = {}; }
-function jsa_created(obj, sync, state) { state.seen.push('+' + obj.metadata.name); state.live[obj.metadata.name] = 1; }
+function jsa_created(obj, sync, state) {
+  state.seen.push('+' + obj.metadata.name); state.live[obj.metadata.name] = 1;
+}
 function jsa_updated(obj, old, sync, state) { state.seen.push(old.metadata.labels.v + '>' + obj.metadata.labels.v); }
-function jsa_deleted(obj, sync, state) { state.seen.push('-' + obj.metadata.name); delete state.live[obj.metadata.name]; }
+function jsa_deleted(obj, sync, state) {
+  state.seen.push('-' + obj.metadata.name); delete state.live[obj.metadata.name];
+}
 function jsa_validate(op, obj, state) {
   if (Object.keys(state.live).length >= 2) return {Allowed: false, Message: 'seen ' + state.seen.join(' ')};
 }
@@ -209,8 +213,8 @@ def mutate(docs: list[Obj], obj: Obj, op: str = "CREATE") -> Any:
 
 
 def test_the_marker_names_each_admission_that_returned_a_result_in_run_order() -> None:
-    docs = [admission("z-cluster", ECHO), admission("b", ECHO, "team-a"), admission("a-quiet", "function jsa_mutate() {}"),
-            admission("a", ECHO, "team-a")]
+    docs = [admission("z-cluster", ECHO), admission("b", ECHO, "team-a"),
+            admission("a-quiet", "function jsa_mutate() {}"), admission("a", ECHO, "team-a")]
     m = mutate(docs, pod("p"))
     assert m.failure is None
     # Namespaced admissions first, then cluster ones, each by name; a mutate without Result is not named.
@@ -244,9 +248,10 @@ def test_a_rule_that_fails_or_denies_adds_no_name() -> None:
 
 def test_a_native_javascript_rule_writes_no_marker_and_only_overriders_may_have_one() -> None:
     native = policy(ECHO, "ClusterOverridePolicy")
-    m = overriding.mutate([(native, native.rules[0])], pod("p"), {"request": {"operation": "CREATE"}, "oldObject": None})
+    m = overriding.mutate([(native, native.rules[0])], pod("p"),
+                          {"request": {"operation": "CREATE"}, "oldObject": None})
     assert m.patch == [] and "annotations" not in m.object["metadata"]
-    with pytest.raises(PolicyErrors, match="javascript.marker: only an overrider"):
+    with pytest.raises(PolicyErrors, match=r"javascript\.marker: only an overrider"):
         policy("function jsa_validate() {}", marker={"annotation": MARK, "name": "x"})
-    with pytest.raises(PolicyErrors, match="marker.annotation: must be an annotation key"):
+    with pytest.raises(PolicyErrors, match=r"marker\.annotation: must be an annotation key"):
         policy(ECHO, "ClusterOverridePolicy", marker={"annotation": "bad key!", "name": "x"})
