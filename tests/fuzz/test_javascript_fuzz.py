@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.cli.main import main
+from kinitiras_py.convert import registry
 from kinitiras_py.engine import jshooks, overriding, validating
 from kinitiras_py.engine.compiling import compile_policy
 
@@ -222,3 +223,22 @@ def tempfile_dir() -> Any:
 def test_the_watched_kinds_are_those_selected() -> None:
     compiled = compile_policy(policy("ClusterValidatePolicy", stateful({"jsa_created": (True, [])})))
     assert jshooks.kinds(compiled) == [("v1", "Pod")]
+
+
+KIND_PARTS = ["v1", "apps", "batch", "/", ".", "pods", "Pod", "deployments", "Deployment", "cronjobs", "v2", "", " ",
+              "networking.k8s.io", "ingresses", "é", "*"]
+
+
+@given(st.lists(st.lists(st.sampled_from(KIND_PARTS), max_size=5).map("".join) | st.integers() | st.none(),
+                max_size=4),
+       st.sampled_from([ODD[0]["metadata"], {"name": "n", "namespace": "team-a"}]))
+def test_any_kinds_of_a_jsadmission_convert_or_are_reported_by_index(kinds: list[Any], meta: dict[str, Any]) -> None:
+    doc = {"apiVersion": "momiji.com/v1", "kind": "JsAdmission", "metadata": meta,
+           "spec": {"kinds": kinds, "js": "function jsa_created(obj, sync, state) { state.n = 1 }\n"
+                                         "function jsa_mutate(obj) { return {Result: obj} }"}}
+    result = registry.convert_all([doc], "in.yaml")
+    for problem in result.problems:
+        assert problem.field.startswith("spec.kinds") and problem.reason, problem
+    if not result.problems:
+        for converted in result.documents:
+            compile_policy(converted)  # every selector names an apiVersion and a kind
