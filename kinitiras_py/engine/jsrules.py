@@ -156,7 +156,9 @@ def compile_javascript(spec: JSON, function: str, path: str,
     kept = None
     if hooks or "state" in names:
         kept = jshooks.Hooks(script, hooks, limits[2] * 1024)
-        if not kept.watches:
+        if kept.watches:
+            script.watch()
+        else:
             kept.start()
     return JsProgram(script, function, names, marker, kept), []
 

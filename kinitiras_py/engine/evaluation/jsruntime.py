@@ -5,7 +5,8 @@ from another thread it reports a stack overflow on every call), and the request 
 rules on the event loop or in a worker thread. So each script is given one of :data:`THREADS`
 dedicated threads when it is made, and its context is created, called and re-created only there;
 callers wait for it. Scripts on different threads run side by side (quickjs lets go of the GIL),
-and a script that runs to its limit holds up only the scripts that share its thread.
+and a script that runs to its limit holds up only the scripts that share its thread. Scripts with
+watch hooks move to threads of their own kind (:data:`WATCH_THREADS`) once loaded.
 
 A context has no file, network, timer or process access: quickjs-ng gives none unless the
 embedder adds it, and we add only js-admissions-controller's logging functions, which collect
@@ -141,9 +142,13 @@ LOAD_LIMIT = 0.5
 when a policy is admitted, inside that request's deadline."""
 THREADS = 4
 """Threads that run scripts; each script always runs on the same one."""
+WATCH_THREADS = 2
+"""Further threads for scripts with watch hooks (:meth:`Script.watch`): replaying and following
+objects keeps them busy, and scripts of other rules must not wait behind that."""
 _lock = threading.Lock()
 _pools: list[concurrent.futures.ThreadPoolExecutor] = []
 _assigned = itertools.count()
+_watch_assigned = itertools.count()
 
 
 def _executor(index: int) -> concurrent.futures.ThreadPoolExecutor:
@@ -215,6 +220,12 @@ class Script:
         """``typeof`` of each global named in :meth:`load`'s ``names``, as loaded."""
         self.texts: dict[str, str] = {}
         """The source text of each of those that is a function (``Function.prototype.toString``)."""
+
+    def watch(self) -> None:
+        """Run this script's calls from now on one of the :data:`WATCH_THREADS` (its context, bound
+        to the thread that made it, is made again there on the next call). Call it between calls."""
+        self._thread = THREADS + next(_watch_assigned) % WATCH_THREADS
+        self._context, self._call = None, None
 
     def load(self, names: tuple[str, ...]) -> None:
         """Load the source now (JsLoadError when it does not parse or its top level fails) and

@@ -18,6 +18,7 @@ from kinitiras_py.convert import registry
 from kinitiras_py.engine import jshooks, overriding, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.evaluation import jsruntime
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook import answers
@@ -44,6 +45,15 @@ function jsa_mutate(obj, state) {
   obj.metadata.labels = {seen: state.seen.join('.')}; return {Result: obj};
 }
 """
+
+
+@pytest.fixture(autouse=True)
+def idle_threads() -> None:
+    """Scripts of earlier tests may still be running to their limits on the shared JavaScript
+    threads (a runaway's caller stops waiting first): wait for them, so that the loads here are not
+    timed against them."""
+    for pool in list(jsruntime._pools):
+        pool.submit(lambda: None).result()
 
 
 def pod(name: str, namespace: str = "team-a", v: str = "1") -> Obj:
