@@ -47,7 +47,6 @@ class Hooks:
         self.parameters = parameters
         """The parameters of each hook the script defines, by hook name."""
         self.state = jsruntime.State(limit)
-        self.started = False
 
     @property
     def watches(self) -> bool:
@@ -65,7 +64,6 @@ class Hooks:
     def start(self, existing: Iterable[Obj] = ()) -> concurrent.futures.Future[None]:
         """Queue jsa_init, then jsa_created for each of ``existing`` in the order given; the state is
         ready once they have run (the future is then done). Later events must be queued after this."""
-        self.started = True
         init = self._post(INIT, {}, early=True, writable=True)
         for obj in existing:
             self._post("jsa_created", {"obj": obj}, early=True)

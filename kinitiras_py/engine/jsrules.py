@@ -108,12 +108,11 @@ def _bounded(spec: Obj, key: str, default: int, most: int, path: str) -> int:
     return value
 
 
-def compile_javascript(spec: JSON, function: str, path: str,
-                       owner: str = "") -> tuple[JsProgram, list[tuple[str, str]]]:
-    """Load the ``javascript`` field at ``path`` of policy ``owner`` for calling ``function``; return
-    the program and warnings as (field path, message). PolicyErrors name the field (a syntax
-    error, its line). A script without watch hooks that takes ``state`` has it built (jsa_init)
-    at once; one with watch hooks waits for :meth:`.jshooks.Hooks.start`."""
+def compile_javascript(spec: JSON, function: str, path: str, owner: str = "") -> JsProgram:
+    """Load the ``javascript`` field at ``path`` of policy ``owner`` for calling ``function``.
+    PolicyErrors name the field (a syntax error, its line). A script without watch hooks that
+    takes ``state`` has it built (jsa_init) at once; one with watch hooks moves to a watch thread
+    and waits for :meth:`.jshooks.Hooks.start`."""
     if not isinstance(spec, dict) or not isinstance(spec.get("source"), str) or not spec["source"].strip():
         raise PolicyError(f"{path}.source", f"required: a script defining {function}")
     errors: list[PolicyError] = []
@@ -160,7 +159,7 @@ def compile_javascript(spec: JSON, function: str, path: str,
             script.watch()
         else:
             kept.start()
-    return JsProgram(script, function, names, marker, kept), []
+    return JsProgram(script, function, names, marker, kept)
 
 
 def _marker(spec: JSON, function: str, path: str) -> tuple[str, str] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import jsonpatch
@@ -53,6 +54,16 @@ def refusal(source: str, **limits: Any) -> list[tuple[str, str]]:
 
 
 SOURCE_PATH = "spec.overrideRules[0].overriders.javascript.source"
+
+
+@pytest.fixture(autouse=True)
+def scripts_finished() -> Iterator[None]:
+    """After each test, wait until the scripts it left running to their limits (a caller stops
+    waiting before a runaway's CPU time is spent on a busy machine) have stopped: the loads of later
+    tests are timed, and must not queue behind them."""
+    yield
+    for pool in list(jsruntime._pools):
+        pool.submit(lambda: None).result()
 
 
 # -- the result becomes a patch, applied through the draft ------------------------------------
