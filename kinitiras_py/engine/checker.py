@@ -121,13 +121,9 @@ def check_http_secrets(checker: Checker, ref: JSON, path: str) -> None:
 
 def javascript(checker: Checker, errors: list[PolicyError], holder: Obj, function: str,
                 path: str) -> jsrules.JsProgram | None:
-    """The rule's ``javascript`` loaded for ``function``, its warnings noted; None when absent."""
+    """The rule's ``javascript`` loaded for ``function``; None when absent or refused."""
     if "javascript" not in holder:
         return None
-    found = checker.collect(errors, jsrules.compile_javascript, holder["javascript"], function, f"{path}.javascript",
-                            checker.ref)
-    if found is None:
-        return None
-    for where, message in found[1]:
-        checker.warn(where, message)
-    return found[0]
+    program: jsrules.JsProgram | None = checker.collect(errors, jsrules.compile_javascript, holder["javascript"],
+                                                        function, f"{path}.javascript", checker.ref)
+    return program

@@ -65,6 +65,9 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
     # Only our own marker is named after the policy; a rule's own marker key is checked with the rule.
     if any(getattr(rule, "inject", None) and getattr(rule, "marker", None) is None for rule in rules):
         checker.run(injecting.check_marker, kind, str(meta.get("name", "")))
+    if any(rule.javascript is not None and rule.javascript.hooks is not None and rule.javascript.hooks.watches
+           for rule in rules):
+        checker.run(_check_watched, sels)
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:
         raise PolicyErrors(errors, ref)
@@ -85,6 +88,20 @@ def _javascript_only(rule: OverrideRule | ValidateRule) -> bool:
     """Whether the rule's only part is ``javascript`` (for js-admissions' order)."""
     others = (rule.rendered, rule.cel, *((rule.plaintext, rule.origin) if isinstance(rule, OverrideRule) else ()))
     return rule.javascript is not None and not any(others)
+
+
+def _check_watched(sels: list[Any]) -> None:
+    """Watch hooks follow the objects of the kinds the policy selects: each selector names one."""
+    if not sels:
+        raise PolicyError("spec.resourceSelectors", "a javascript rule with watch hooks (jsa_created, jsa_updated, "
+                          "jsa_deleted) needs selectors naming the apiVersion and kind of the objects it follows")
+    errors = [PolicyError(f"spec.resourceSelectors[{i}]", "a javascript rule with watch hooks follows the objects "
+                          "of one apiVersion and kind per selector: name both, without *")
+              for i, sel in enumerate(sels) if not isinstance(sel, dict)
+              or any(not isinstance(sel.get(key), str) or not sel[key] or "*" in sel[key]
+                     for key in ("apiVersion", "kind"))]
+    if errors:
+        raise PolicyErrors(errors)
 
 
 def _enclosing(path: str) -> list[str]:

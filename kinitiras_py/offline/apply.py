@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from kinitiras_py.admission.pipeline import Decision, Pipeline, Request, with_namespace
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS, Obj
+from kinitiras_py.engine import jshooks
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.selection import PolicyIndex
@@ -79,7 +80,9 @@ def check_context(obj: Obj, index: int) -> None:
 
 
 def build_pipeline(compiled: Sequence[CompiledPolicy], context: Sequence[Obj] = ()) -> Pipeline:
-    """A pipeline over ``compiled`` whose references are answered from ``context``."""
+    """A pipeline over ``compiled`` whose references are answered from ``context``; the objects
+    there count as existing for JavaScript watch hooks (passed to jsa_created, in a stable order)."""
+    jshooks.start_offline(compiled, context)
     return Pipeline(
         overrides=PolicyIndex(p for p in compiled if not p.validating),
         validations=PolicyIndex(p for p in compiled if p.validating),

@@ -12,6 +12,7 @@ from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base import aiotasks
 from kinitiras_py.cluster import client as cluster_client
 from kinitiras_py.cluster.client import RestMapper
+from kinitiras_py.cluster.jswatch import HookFeed
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.status import StatusWriter
 from kinitiras_py.cluster.store import InformerStore
@@ -30,6 +31,9 @@ from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.metrics import Metrics
 
 log = logging.getLogger("kinitiras_py.runtime")
+HOOKS_WAIT = 60.0
+"""Seconds the webhook waits, at start, for the JavaScript watch hooks of the policies there are to
+replay the objects that exist before it reports ready (rules reading a state not built yet fail)."""
 
 
 def _split_address(address: str) -> tuple[str, int]:
@@ -47,6 +51,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     status = StatusWriter(api, watch.get)
     store = InformerStore(api)
     http = AiohttpClient(store=store)
+    feed = HookFeed(api, store.mapper)
+    hooks_built = asyncio.Event()
     # With registration, requests see a policy only once the webhook rules cover it (CoverageGate).
     gate = CoverageGate(watch, on_in_force=lambda p: status.on_change(p.kind, p.namespace or None, p.name, p, None))
     indexes: CoverageGate | PolicyWatch = gate if settings.register else watch
@@ -75,6 +81,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
 
     async def on_policy_change(kind: str, namespace: str | None, name: str, compiled: CompiledPolicy | None,
                                error: str | None) -> None:
+        feed.update((kind, namespace, name), compiled)
         if not settings.register or compiled is None or gate.in_force(compiled):
             if compiled is None:
                 gate.withdraw(kind, namespace, name)  # narrowing is safe at once
@@ -87,7 +94,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     if not settings.register:
         registered.set()
     handlers = Handlers(pipeline, metrics, deadline=settings.server.deadline,
-                        ready=lambda: watch.synced.is_set() and registered.is_set() and certs.ready(),
+                        ready=lambda: (watch.synced.is_set() and registered.is_set() and hooks_built.is_set()
+                                       and certs.ready()),
                         on_rule_failure=on_rule_failure,
                         on_policy_admitted=reconciler.include if settings.register else None,
                         failure_policy=settings.registration.failure_policy)
@@ -105,6 +113,12 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     await server.start()
     try:
         await watch.synced.wait()
+        try:
+            async with asyncio.timeout(HOOKS_WAIT):
+                await feed.settled()
+        except TimeoutError:
+            log.warning("the JavaScript watch hooks of some policies are still waiting for their objects")
+        hooks_built.set()
         if settings.register:
             # The reconciler keeps the webhook rules scoped to what the policies select.
             reconciler.start()
@@ -120,6 +134,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         await certs.stop()
         await aiotasks.cancel(gauges)
         await watch.stop()
+        await feed.stop()
         await status.stop()
         await http.close()
         await store.close()
