@@ -20,7 +20,7 @@ from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine import policylevel, selectors
-from kinitiras_py.engine.checker import Checker, check_http_secrets, dict_of, list_of
+from kinitiras_py.engine.checker import Checker, check_http_ref, dict_of, list_of
 from kinitiras_py.engine.compiled import CLUSTER_KINDS, EMPTY, CompiledPolicy, OverrideRule, ValidateRule
 from kinitiras_py.engine.overriderules import override_rule
 from kinitiras_py.engine.rendering import injecting
@@ -60,7 +60,7 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
                 rendered[i] = sys.intern(built[1])
     refs = checker.run(policylevel.value_refs, dict_of(spec.get("valueRefs"))) or {}
     for name, ref in refs.items():
-        check_http_secrets(checker, ref, f"spec.valueRefs.{name}")
+        check_http_ref(checker, ref, f"spec.valueRefs.{name}")
     conditions = checker.run(policylevel.match_conditions, checker, list_of(spec.get("matchConditions")), refs)
     if any(getattr(rule, "inject", None) for rule in rules):
         checker.run(injecting.check_marker, kind, str(meta.get("name", "")))
@@ -76,7 +76,7 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
         warnings=tuple(checker.warnings), javascript_only=bool(rules) and all(_javascript_only(r) for r in rules),
         conditions=conditions,
         tier=tier if isinstance(tier, int) and not isinstance(tier, bool) else 0,
-        rendered_fields=tuple(checker.rendered_fields), refs=refs or EMPTY,
+        rendered_fields=tuple(checker.rendered_fields), refs=refs or EMPTY, http_refs=tuple(checker.http_refs),
     )
 
 

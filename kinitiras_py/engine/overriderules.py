@@ -14,7 +14,7 @@ from kinitiras_py.engine.checker import (
     CUE_REFUSED,
     REF_SOURCES_WITH_PARAMS,
     Checker,
-    check_http_secrets,
+    check_http_ref,
     compile_cel,
     dict_of,
     javascript,
@@ -54,7 +54,7 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
             errors += _metadata_keys(template, tpath)
         ref = template.get("valueRef")
         if isinstance(ref, dict):
-            check_http_secrets(checker, ref, f"{tpath}.valueRef")
+            check_http_ref(checker, ref, f"{tpath}.valueRef")
             if ref.get("from") in REF_SOURCES_WITH_PARAMS and not template.get("value"):
                 refs["valueRef"] = ref
     custom = None
@@ -105,7 +105,7 @@ def _sidecar(checker: Checker, errors: list[PolicyError], template: Obj, path: s
     rule = sidecars.rule_for(template, path, checker.ref, checker.name, checker.namespace)
     block = dict_of(template.get("sidecar"))
     for name, ref in dict_of(block.get("valueRefs")).items():
-        check_http_secrets(checker, ref, f"{path}.sidecar.valueRefs[{name}]")
+        check_http_ref(checker, ref, f"{path}.sidecar.valueRefs[{name}]")
         if dict_of(ref).get("from") in REF_SOURCES_WITH_PARAMS:
             refs[sidecars.rendering.PARAM_PREFIX + str(name)] = ref
     if rule.config_map is not None:

@@ -10,7 +10,7 @@ from kinitiras_py.engine.checker import (
     CUE_REFUSED,
     REF_SOURCES_WITH_PARAMS,
     Checker,
-    check_http_secrets,
+    check_http_ref,
     compile_cel,
     dict_of,
     javascript,
@@ -95,7 +95,7 @@ def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[V
         for name in ("dataRef", "valueRef"):
             ref = cond.get(name)
             if isinstance(ref, dict):
-                check_http_secrets(checker, ref, f"{cpath}.{name}")
+                check_http_ref(checker, ref, f"{cpath}.{name}")
                 if ref.get("from") in REF_SOURCES_WITH_PARAMS:
                     refs[name] = ref
     custom = None

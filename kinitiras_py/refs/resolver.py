@@ -28,9 +28,10 @@ class Store(Protocol):
 class HttpClient(Protocol):
     """Performs the http value references."""
 
-    async def fetch(self, spec: Obj) -> Obj:
-        """Send the request described by ``spec`` (url, method, header, params, body, auth);
-        return ``{"body": <JSON>, "header": {...}}``. Raises LookupError on failure."""
+    async def fetch(self, spec: Obj, namespaced: bool) -> Obj:
+        """Send the request described by ``spec`` (url, method, header, params, body, auth) for a
+        namespaced policy or a cluster one (the operator's setting treats them apart); return
+        ``{"body": <JSON>, "header": {...}}``. Raises LookupError on failure or refusal."""
 
 
 class LookupFailure(Exception):
@@ -38,8 +39,9 @@ class LookupFailure(Exception):
 
 
 async def resolve(ref: Obj, obj: Obj, store: Store, http: HttpClient | None,
-                  policy_namespace: str | None = None) -> JSON:
-    """The root value of a k8s, owner or http reference (the rule then reads ``path`` in it)."""
+                  policy_namespace: str | None = None, *, namespaced: bool) -> JSON:
+    """The root value of a k8s, owner or http reference (the rule then reads ``path`` in it);
+    ``namespaced`` says whether the policy is a namespaced kind."""
     source = ref.get("from")
     try:
         if source == "owner":
@@ -59,7 +61,7 @@ async def resolve(ref: Obj, obj: Obj, store: Store, http: HttpClient | None,
                 if isinstance(secret_ref, dict) and not secret_ref.get("namespace") and policy_namespace:
                     auth = {**auth, "secretRef": {**secret_ref, "namespace": policy_namespace}}
                 spec["auth"] = auth
-            return await http.fetch(spec)
+            return await http.fetch(spec, namespaced)
     except placeholders.Missing:
         # kinitiras: a placeholder the object lacks yields an empty value, not an error.
         return None
@@ -100,12 +102,14 @@ async def _k8s(sel: Obj, obj: Obj, store: Store) -> Obj | None:
 
 
 async def resolve_rule(refs: Mapping[str, Obj], obj: Obj, store: Store, http: HttpClient | None,
-                       timeout: float, policy_namespace: str | None = None) -> dict[str, JSON]:
-    """Resolve every reference of one rule concurrently; raise LookupFailure on the first failure."""
+                       timeout: float, policy_namespace: str | None = None, *, namespaced: bool) -> dict[str, JSON]:
+    """Resolve every reference of one rule (of a namespaced policy or not) concurrently; raise
+    LookupFailure on the first failure."""
     names = list(refs)
     try:
         values = await asyncio.wait_for(
-            asyncio.gather(*(resolve(refs[n], obj, store, http, policy_namespace) for n in names)), timeout)
+            asyncio.gather(*(resolve(refs[n], obj, store, http, policy_namespace, namespaced=namespaced)
+                             for n in names)), timeout)
     except TimeoutError:
         raise LookupFailure(f"reference lookup ({', '.join(names)}) took longer than {timeout:g} s") from None
     return dict(zip(names, values, strict=True))
