@@ -261,7 +261,7 @@ async def test_the_token_endpoint_redirect_is_not_followed(redirects: tuple[Test
     server, hits = redirects
     base = f"http://127.0.0.1:{server.port}"
     async with AiohttpClient(Egress.parse([f"{base}/"])) as client:
-        with pytest.raises(LookupError, match="token endpoint for u@127.0.0.1 answered 302"):
+        with pytest.raises(LookupError, match=r"token endpoint for u@127\.0\.0\.1 answered 302"):
             await client.fetch({"url": f"{base}/echo", "auth": {"authUrl": f"{base}/to?to=/token", "username": "u",
                                                                "password": "pw-0123456789"}}, False)
     assert hits == {"/to": 1}
