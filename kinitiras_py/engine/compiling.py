@@ -59,8 +59,8 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
                 # One string per distinct rendered text: many policies render the same template alike.
                 rendered[i] = sys.intern(built[1])
     refs = checker.run(policylevel.value_refs, dict_of(spec.get("valueRefs"))) or {}
-    for name, ref in refs.items():
-        check_http_ref(checker, ref, f"spec.valueRefs.{name}")
+    for name, value_ref in refs.items():  # not ``ref``: that names the policy in its errors
+        check_http_ref(checker, value_ref, f"spec.valueRefs.{name}")
     conditions = checker.run(policylevel.match_conditions, checker, list_of(spec.get("matchConditions")), refs)
     if any(getattr(rule, "inject", None) for rule in rules):
         checker.run(injecting.check_marker, kind, str(meta.get("name", "")))
