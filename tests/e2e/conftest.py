@@ -29,6 +29,9 @@ class Webhook:
 
     port: int
     log: Path
+    http_port: int
+    """The one port on 127.0.0.1 that http references may call (``--http-allow``, namespaced
+    policies too): tests serving http references listen there."""
 
     def log_text(self) -> str:
         """Everything the webhook logged so far."""
@@ -45,6 +48,7 @@ def webhook(cluster: Cluster) -> Iterator[Webhook]:
     (work / "tls.crt").write_bytes(leaf.cert)
     (work / "tls.key").write_bytes(leaf.key)
     port = processes.free_port()
+    http_port = processes.free_port()
     log = work / "webhook.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -52,7 +56,7 @@ def webhook(cluster: Cluster) -> Iterator[Webhook]:
              "--bind-address=127.0.0.1", f"--port={port}", f"--cert-dir={work}",
              f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=", "--log-level=info",
              "--mutating-config=kinitiras-e2e", "--validating-config=kinitiras-e2e",
-             "--label-excluded-namespaces"],
+             "--label-excluded-namespaces", "--http-namespaced", f"--http-allow=http://127.0.0.1:{http_port}/"],
             stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
     context = ssl.create_default_context(cafile=str(work / "ca.crt"))
     deadline = time.monotonic() + 60
@@ -69,7 +73,7 @@ def webhook(cluster: Cluster) -> Iterator[Webhook]:
             if time.monotonic() > deadline:
                 pytest.fail(f"kinitiras-py serve not ready in 60 s: {log.read_text()[-3000:]}")
             time.sleep(0.2)
-        yield Webhook(port, log)
+        yield Webhook(port, log, http_port)
     finally:
         # Unregister first: with failurePolicy Fail a dead webhook would block the API server.
         cluster.kubectl("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "kinitiras-e2e",

@@ -1,0 +1,167 @@
+"""Fuzz: policies whose http references name random URLs, admitted and then run, against a listener
+that counts every connection.
+
+URLs are built from allowed prefixes and near misses: user info tricks, hosts that extend an
+allowed one, IPv4 in legacy notations (``2130706433``, ``0x7f.1``, ``127.1``), IPv6 spellings of
+loopback and link-local (``[::ffff:7f00:1]``), other ports and schemes, dot segments plain and
+encoded, and ``{{placeholders}}`` filled from the object's annotations with more of the same.
+Every host name resolves to 127.0.0.1, where the listener is, so any name that got through would
+be counted. Each policy is admitted (the verdict must name the field when it refuses), then run
+whatever the verdict (as a policy stored before the setting existed would be), as a namespaced
+and as a cluster policy, with and without an allow list. Invariants:
+
+* the only requests the listener ever receives are under the one allowed loopback prefix,
+  ``http://127.0.0.1:<port>/allowed/``, and only when an allow list is in force;
+* nothing crashes: admission returns a verdict, the rule applies or fails with a message;
+* a value read from the answer is the listener's, for an allowed path.
+
+The profile (``ci`` or ``long``) comes from tests/fuzz/conftest.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+import socket
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+from aiohttp.abc import AbstractResolver, ResolveResult
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kinitiras_py.admission.pipeline import Pipeline, Request
+from kinitiras_py.admission.policies import admit_policy
+from kinitiras_py.base.errors import PolicyErrors
+from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.offline.static import StaticStore
+from kinitiras_py.refs.egress import Egress
+from kinitiras_py.refs.http import AiohttpClient
+from tests.listener import Counts, counting_listener
+
+HOSTS = ["127.0.0.1", "127.0.0.2", "localhost", "LOCALHOST", "2130706433", "0x7f.1", "0x7f000001", "017700000001",
+         "127.1", "127.0.1", "0177.0.0.1", "127.000.000.001", "[::1]", "[::ffff:7f00:1]", "[::ffff:127.0.0.1]",
+         "[0:0:0:0:0:ffff:7f00:1]", "[::127.0.0.1]", "[fe80::1]", "[fe80::1%25lo]", "169.254.169.254",
+         "[::ffff:a9fe:a9fe]", "2852039166", "0.0.0.0", "0", "[::]", "cmdb.example.com", "cmdb.example.com.",
+         "CMDB.Example.com", "cmdb.example.com.evil.net", "evil.net", "127.0.0.1.nip.io", "xn--cmdb-0qa.example.com",
+         "{{metadata.annotations.host}}", "127.0.0.1{{metadata.annotations.host}}"]
+USERINFO = ["", "", "cmdb.example.com@", "127.0.0.1@", "u:p@", "127.0.0.1:PORT@", "@"]
+PORTS = ["", ":PORT", ":PORT", ":80", ":0PORT", ":OTHER", ":", ":65536", ":{{metadata.annotations.port}}"]
+PATHS = ["/allowed/x", "/allowed/", "/allowed", "/allowedx", "/allowed/../secret", "/allowed/%2e%2e/secret",
+         "/allowed%2F..%2Fsecret", "/allowed/a%2F..%2F..%2Fsecret", "/allowed/..%5Csecret", "/secret", "//allowed/",
+         "/ALLOWED/x", "", "/allowed/{{metadata.annotations.path}}", "{{metadata.annotations.path}}",
+         "/api/team", "/api/../allowed/x"]
+TAILS = ["", "", "?a=1", "#frag", "?@evil.net", "?next=http://evil.net/", "#@evil.net"]
+FILLS = ["evil.net", "127.0.0.1", "../secret", "x@evil.net", "allowed/../../secret", "%2e%2e/secret", "a/b",
+         ".evil.net", "@evil.net", ":1", "[::1]", "", "allowed/x", "PORT", "80", "x#", "x?y=1", "\u2028", "é"]
+
+
+class Everything(AbstractResolver):
+    """Every host name resolves to 127.0.0.1: a name that got past the guard would reach the listener."""
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        return [{"hostname": host, "host": "127.0.0.1", "port": port, "family": socket.AF_INET, "proto": 0,
+                 "flags": 0}]
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def listener() -> Iterator[Counts]:
+    with counting_listener() as counts:
+        yield counts
+
+
+def policy(kind: str, url: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "fetch"}
+    if not kind.startswith("Cluster"):
+        meta["namespace"] = "team-a"
+    return {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": kind, "metadata": meta,
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}], "overrideRules": [{
+                "overriders": {"template": {"type": "annotations", "operation": "add", "path": "got",
+                                            "valueRef": {"from": "http", "path": "body.path",
+                                                         "http": {"url": url, "timeoutSeconds": 1}}}}}]}}
+
+
+@st.composite
+def urls(draw: st.DrawFn, port: int) -> str:
+    """A URL from the parts above, or random text now and then."""
+    if draw(st.integers(0, 19)) == 0:
+        return draw(st.text(max_size=40))
+    scheme = draw(st.sampled_from(["http", "http", "https", "HTTP", "ftp", "http:", ""]))
+    text = (f"{scheme}://{draw(st.sampled_from(USERINFO))}{draw(st.sampled_from(HOSTS))}"
+            f"{draw(st.sampled_from(PORTS))}{draw(st.sampled_from(PATHS))}{draw(st.sampled_from(TAILS))}")
+    return text.replace("PORT", str(port)).replace("OTHER", str(port + 1 if port < 65535 else port - 1))
+
+
+def allowed_path(line: str) -> bool:
+    """Whether a request line asks for a path under /allowed/ however the server decodes it."""
+    parts = line.split(" ")
+    if len(parts) < 2:
+        return False
+    path = parts[1].split("?", 1)[0].split("#", 1)[0]
+    decoded = posixpath.normpath(unquote(path).replace("\\", "/"))
+    return path.startswith("/allowed/") and (decoded + "/").startswith("/allowed/")
+
+
+async def run_policy(doc: dict[str, Any], egress: Egress, annotations: dict[str, str]) -> str | None:
+    """Run the policy on a ConfigMap; the value read from the answer, or None when the rule failed."""
+    try:
+        compiled = compile_policy(doc)
+    except PolicyErrors:
+        return None  # a URL the schema refuses never runs
+    async with AiohttpClient(egress, resolver=Everything(), cache_ttl=0) as http:
+        pipeline = Pipeline(PolicyIndex([compiled]), PolicyIndex(), StaticStore(), http, lookup_timeout=1.5)
+        cm = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "x", "namespace": "team-a", "annotations": annotations}}
+        mutation = await pipeline.mutate(Request("CREATE", cm, namespace="team-a"))
+    if mutation.failure is not None:
+        assert str(mutation.failure).startswith("policy ") and ", rule 0: " in str(mutation.failure)
+        return None
+    return str((mutation.object["metadata"].get("annotations") or {}).get("got"))
+
+
+def egresses(port: int) -> list[Egress]:
+    return [Egress(), Egress.parse([f"http://127.0.0.1:{port}/allowed/", "https://cmdb.example.com/api/"],
+                                   namespaced=True)]
+
+
+@given(data=st.data())
+def test_no_url_outside_the_allow_list_is_ever_requested(listener: Counts, data: st.DataObject) -> None:
+    port = listener.port
+    url = data.draw(urls(port), label="url")
+    annotations = {name: data.draw(st.sampled_from(FILLS), label=name).replace("PORT", str(port))
+                   for name in ("host", "port", "path")}
+    for egress in egresses(port):
+        for kind in ("OverridePolicy", "ClusterOverridePolicy"):
+            doc = policy(kind, url)
+            before = listener.snapshot()
+            verdict = admit_policy(Request("CREATE", doc, namespace="team-a"), egress)
+            if verdict.error is not None and " is refused: " in verdict.error:
+                assert ".valueRef.http.url: " in verdict.error, verdict.error
+            got = asyncio.run(run_policy(doc, egress, annotations))
+            connections, requests = listener.snapshot()
+            with listener.lock:
+                new = listener.requests[before[1]:]
+            assert all(allowed_path(line) for line in new), (url, annotations, egress, new)
+            if not egress.allow:
+                assert (connections, requests) == before, (url, kind, new)
+            if got is not None and got != "None":
+                assert got.startswith("/allowed/"), (url, got)
+
+
+def test_the_allowed_prefix_is_reached_so_the_fuzz_can_fail(listener: Counts) -> None:
+    # Without this, a listener nothing can reach would make the property above hold trivially.
+    before = listener.snapshot()
+    egress = egresses(listener.port)[1]
+    for kind in ("OverridePolicy", "ClusterOverridePolicy"):
+        doc = policy(kind, f"http://127.0.0.1:{listener.port}/allowed/{{{{metadata.annotations.path}}}}")
+        assert admit_policy(Request("CREATE", doc, namespace="team-a"), egress).error is None
+        assert asyncio.run(run_policy(doc, egress, {"path": "x"})) == "/allowed/x"
+    assert listener.snapshot() == (before[0] + 2, before[1] + 2)
+    assert not allowed_path("GET /allowed/..%2Fsecret HTTP/1.1") and not allowed_path("GET /secret HTTP/1.1")
