@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestServer
 from kinitiras_py.refs import outbound
 from kinitiras_py.refs.egress import Egress
 from kinitiras_py.refs.http import AiohttpClient
-from tests.listener import Counts, counting_listener
+from tests.listener import Counts, counting_listener, local_address
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 
@@ -44,17 +44,6 @@ class Answers(AbstractResolver):
 def listener() -> Iterator[Counts]:
     with counting_listener() as counts:
         yield counts
-
-
-def _local_address() -> str | None:
-    """This machine's address on its default route, when it has one besides loopback."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the route
-        except OSError:
-            return None
-        address = str(s.getsockname()[0])
-    return None if ipaddress.ip_address(address).is_loopback else address
 
 
 # ---- the resolver ------------------------------------------------------------------------------
@@ -111,7 +100,7 @@ async def test_rebinding_the_second_answer_to_loopback_is_caught(listener: Count
 
 
 async def test_rebinding_from_a_reachable_address_to_loopback() -> None:
-    here = _local_address()
+    here = local_address()
     if here is None:
         pytest.skip("this machine has no address besides loopback")
     with counting_listener("0.0.0.0") as counts:
