@@ -12,9 +12,8 @@ One :meth:`AiohttpClient.fetch` sends the request a policy's ``http`` block desc
   into the policy, and a 401 from the target refreshes the token once and retries;
 - credentials may come from a Secret (``auth.secretRef``) instead of the policy;
 - identical successful requests within ``cache_ttl`` seconds share one answer (errors are not kept);
-- every URL (the target, each redirect hop, ``authUrl``) must pass the operator's
-  :class:`~kinitiras_py.refs.egress.Egress` setting, and connections go only to addresses it
-  allows (:mod:`kinitiras_py.refs.outbound`); redirects to another host are not followed.
+- every URL (target, redirect hop, ``authUrl``) and address connected to must pass the operator's
+  :class:`~kinitiras_py.refs.egress.Egress` setting (:mod:`.outbound`); no redirect to another host.
 
 No error message or log line contains a token, a password or a Basic-auth header: every message
 built while credentials are in scope passes through :func:`redact`.
@@ -106,13 +105,12 @@ class AiohttpClient:
                  max_body_bytes: int = 1 << 20, tokens: TokenCache | None = None,
                  clock: Callable[[], float] = time.monotonic, token_clock: Callable[[], float] = time.time,
                  max_cache_entries: int = 1024) -> None:
-        """``egress`` (default: no prefixes, namespaced policies refused) decides what may be called;
-        ``resolver`` (default: aiohttp's) answers DNS under its guard. The session is made on first
-        use and closed by :meth:`close`. ``store`` reads ``auth.secretRef`` Secrets. ``tokens``
-        defaults to a :class:`TokenCache` on ``token_clock`` (Unix seconds); ``clock`` (monotonic
-        seconds) times the response cache."""
+        """``egress`` (default: no prefixes, namespaced policies refused) decides what may be called,
+        ``resolver`` (default: aiohttp's) answers DNS under its guard. ``store`` reads
+        ``auth.secretRef`` Secrets. ``tokens`` defaults to a :class:`TokenCache` on ``token_clock``
+        (Unix seconds); ``clock`` (monotonic seconds) times the response cache."""
         self.egress = egress if egress is not None else Egress()
-        self._resolver = resolver
+        self._resolver = outbound.GuardedResolver(self.egress, resolver)
         self._owned: aiohttp.ClientSession | None = None
         self._store = store
         self.default_timeout = default_timeout
@@ -131,20 +129,20 @@ class AiohttpClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the session (and its resolver)."""
+        """Close the session and the resolver."""
         if self._owned is not None:
             await self._owned.close()
             self._owned = None
+        await self._resolver.close()
 
     def _http(self) -> aiohttp.ClientSession:
         """The session, made on first use (it needs the running loop)."""
         if self._owned is None or self._owned.closed:
-            self._owned = outbound.session(self.egress, self._resolver)
+            self._owned = outbound.session(self._resolver)
         return self._owned
 
     async def fetch(self, spec: Obj, namespaced: bool) -> Obj:
-        """Send the request ``spec`` describes for a namespaced policy or a cluster one; return
-        ``{"body": ..., "header": {...}}``.
+        """Send the request ``spec`` describes (for a namespaced policy or not); return ``{"body", "header"}``.
 
         Raises LookupError with a message naming the method, the URL (without user info) and the
         reason: refused by the egress setting, timeout, connection failure, a redirect to another

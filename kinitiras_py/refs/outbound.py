@@ -42,6 +42,7 @@ class GuardedResolver(AbstractResolver):
     def __init__(self, egress: Egress, inner: AbstractResolver | None = None) -> None:
         self.egress = egress
         self._inner = inner
+        self._owned = inner is None
 
     async def resolve(self, host: str, port: int = 0,
                       family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
@@ -69,16 +70,17 @@ class GuardedResolver(AbstractResolver):
         return kept
 
     async def close(self) -> None:
-        """Close the inner resolver."""
-        if self._inner is not None:
-            await self._inner.close()
+        """Close the inner resolver when this one made it (one given is its giver's to close)."""
+        if self._owned and self._inner is not None:
+            inner, self._inner = self._inner, None
+            await inner.close()
 
 
-def session(egress: Egress, resolver: AbstractResolver | None = None) -> aiohttp.ClientSession:
-    """A session whose every connection goes through a :class:`GuardedResolver` over ``resolver``;
-    proxies from the environment are ignored (they would connect on the webhook's behalf unchecked)."""
-    connector = aiohttp.TCPConnector(resolver=GuardedResolver(egress, resolver))
-    return aiohttp.ClientSession(connector=connector, trust_env=False)
+def session(resolver: GuardedResolver) -> aiohttp.ClientSession:
+    """A session whose every connection goes through ``resolver`` (the caller closes it after the
+    session); proxies from the environment are ignored (they would connect on the webhook's behalf
+    unchecked)."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(resolver=resolver), trust_env=False)
 
 
 def guarded_message(error: aiohttp.ClientError) -> str | None:
