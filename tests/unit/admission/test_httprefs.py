@@ -150,3 +150,20 @@ async def test_a_namespaced_reference_that_got_in_is_refused_when_its_rule_runs(
         "policy OverridePolicy team-a/steal, rule 0: http reference: url http://169.254.169.254/latest/meta-data/"
         "iam/security-credentials/node is refused: http references are off for namespaced policies; the operator "
         "allows them with --http-namespaced and --http-allow PREFIX")
+
+
+async def test_a_namespaced_policy_wide_reference_is_refused_when_it_is_resolved() -> None:
+    compiled = compile_policy(EVERY_PLACE)
+    answers = [{"kind": "HTTPResponse", "url": url, "body": {"ok": True, "want": True}}
+               for url in ("https://elsewhere.example.com/team", "https://cmdb.example.com/api/ok",
+                           "https://cmdb.example.com/admin/want")]
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "team-a"}}
+    for egress, reason in ((ENABLED, "it is under no allowed prefix (https://cmdb.example.com/api/); the operator "
+                                     "allows more with --http-allow PREFIX"),
+                           (Egress(), "http references are off for namespaced policies; the operator allows them "
+                                      "with --http-namespaced and --http-allow PREFIX")):
+        pipeline = Pipeline(PolicyIndex(), PolicyIndex([compiled]), StaticStore(), StaticHttp(answers, egress))
+        verdict = await pipeline.validate(Request("CREATE", cm, namespace="team-a"))
+        assert not verdict.allowed
+        assert verdict.message == ("policy ValidatePolicy team-a/everywhere, rule 0: valueRefs: http reference: url "
+                                   f"https://elsewhere.example.com/team is refused: {reason}")
