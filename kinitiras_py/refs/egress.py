@@ -234,6 +234,6 @@ def _shown(url: URL | str) -> str:
     """``url`` for messages, without user info (which may hold a password)."""
     try:
         parsed = url if isinstance(url, URL) else URL(url)
-        return str(parsed.with_user(None)) if parsed.absolute else str(parsed)
+        return (str(parsed.with_user(None)) if parsed.absolute else str(parsed)) or repr(str(url))
     except (TypeError, ValueError):
         return repr(url)

@@ -43,7 +43,7 @@ from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.offline.static import StaticStore
-from kinitiras_py.refs.egress import Egress
+from kinitiras_py.refs.egress import AllowEntry, Egress, EgressRefused
 from kinitiras_py.refs.http import AiohttpClient
 from tests.listener import Counts, Seen, counting_listener, local_address
 
@@ -215,3 +215,27 @@ def test_the_allowed_prefix_is_reached_so_the_fuzz_can_fail(listener: Counts) ->
     assert listener.snapshot() == (before[0] + 2 * len(hosts), before[1] + 2 * len(hosts))
     assert all(allowed(seen, listener.port) for seen in listener.requests[before[1]:])
     assert not allowed_path("GET /allowed/..%2Fsecret HTTP/1.1") and not allowed_path("GET /secret HTTP/1.1")
+
+
+URLISH = st.one_of(st.text(max_size=60), st.builds(
+    "{}://{}{}{}".format, st.sampled_from(["http", "https", "HTTP", "x"]),
+    st.text(alphabet="abc019.:@[]%-_xX/?#\\", max_size=20), st.sampled_from(["", ":80", ":0", ":99999", ":x"]),
+    st.text(alphabet="/.%2eEfF5cC?#a", max_size=15)))
+
+
+@given(text=URLISH, namespaced=st.booleans())
+def test_any_prefix_or_url_text_gets_an_answer_not_a_crash(text: str, namespaced: bool) -> None:
+    # --http-allow values and filled URLs are user input: a refusal or a target, nothing else.
+    try:
+        entry = AllowEntry.parse(text)
+    except ValueError as e:
+        assert str(e).startswith(repr(text))
+    else:
+        assert entry.prefix.scheme in ("http", "https") and entry.prefix.path.startswith("/")
+    for egress in (Egress(), Egress.parse(["http://127.0.0.1:8080/allowed/"], namespaced=True)):
+        try:
+            found = egress.check(text, namespaced)
+        except EgressRefused as e:
+            assert str(e).startswith("url ") and " is refused: " in str(e)
+        else:
+            assert found.scheme in ("http", "https") and found.host
