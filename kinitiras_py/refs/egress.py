@@ -119,9 +119,10 @@ def target(url: URL | str) -> Target:
     ip = literal_address(host)
     if ip is not None:
         host = str(ip)
-    # yarl resolves literal dot segments; encoded separators could form new ones on the server.
-    if any(part in (".", "..") for part in re.split(r"[/\\]", parsed.path)):
-        raise EgressRefused("its path has dot segments hidden behind encoded separators")
+    # yarl resolves literal dot segments; encoded separators, or a path parameter (``..;``, which
+    # Java servers drop), could form new ones on the server.
+    if any(part.split(";", 1)[0] in (".", "..") for part in re.split(r"[/\\]", parsed.path)):
+        raise EgressRefused("its path has dot segments hidden behind encoded separators or path parameters")
     if parsed.port is None:
         raise EgressRefused("it has no port")
     return Target(parsed.scheme, host, parsed.port, parsed.raw_path or "/", ip)

@@ -63,10 +63,11 @@ class GuardedResolver(AbstractResolver):
         if dropped:
             log.warning("http reference host resolved to guarded addresses",
                         extra={"host": host, "dropped": dropped, "kept": len(kept)})
+        if not dropped and not kept:
+            raise OSError(f"host {host} resolves to no address")
         if not kept:
-            refused = "; ".join(dropped) or "no address"
             raise GuardedAddress(f"host {host} resolves only to addresses the webhook never connects to "
-                                 f"({refused}); only an allow entry naming the IP address itself opens one")
+                                 f"({'; '.join(dropped)}); only an allow entry naming the IP address itself opens one")
         return kept
 
     async def close(self) -> None:

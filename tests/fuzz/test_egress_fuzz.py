@@ -56,7 +56,8 @@ HOSTS = ["127.0.0.1", "127.0.0.2", "localhost", "LOCALHOST", "2130706433", "0x7f
 USERINFO = ["", "", "cmdb.example.com@", "127.0.0.1@", "u:p@", "127.0.0.1:PORT@", "@"]
 PORTS = ["", ":PORT", ":PORT", ":80", ":0PORT", ":OTHER", ":", ":65536", ":{{metadata.annotations.port}}"]
 PATHS = ["/allowed/x", "/allowed/", "/allowed", "/allowedx", "/allowed/../secret", "/allowed/%2e%2e/secret",
-         "/allowed%2F..%2Fsecret", "/allowed/a%2F..%2F..%2Fsecret", "/allowed/..%5Csecret", "/secret", "//allowed/",
+         "/allowed%2F..%2Fsecret", "/allowed/a%2F..%2F..%2Fsecret", "/allowed/..%5Csecret", "/allowed/..;/secret",
+         "/allowed/.;x/..;/..;/secret", "/secret", "//allowed/",
          "/ALLOWED/x", "", "/allowed/{{metadata.annotations.path}}", "{{metadata.annotations.path}}",
          "/api/team", "/api/../allowed/x"]
 TAILS = ["", "", "?a=1", "#frag", "?@evil.net", "?next=http://evil.net/", "#@evil.net"]
@@ -129,7 +130,8 @@ def allowed_path(line: str) -> bool:
     if len(parts) < 2:
         return False
     path = parts[1].split("?", 1)[0].split("#", 1)[0]
-    decoded = posixpath.normpath(unquote(path).replace("\\", "/"))
+    # As a lenient server may read it: decoded, backslashes as separators, path parameters dropped.
+    decoded = posixpath.normpath("/".join(p.split(";", 1)[0] for p in unquote(path).replace("\\", "/").split("/")))
     return path.startswith("/allowed/") and (decoded + "/").startswith("/allowed/")
 
 

@@ -64,6 +64,7 @@ def test_near_misses_are_refused(url: str) -> None:
 @pytest.mark.parametrize(("url", "reason"), [
     ("https://api.example.com:8443/v1/a%2F..%2F..%2Fadmin", "dot segments hidden behind encoded separators"),
     ("https://api.example.com:8443/v1/a%5C..%5Cadmin", "dot segments hidden behind encoded separators"),
+    ("https://api.example.com:8443/v1/..;/admin", "dot segments hidden behind encoded separators or path parameters"),
     ("http://2130706433/", "legacy notation"),
     ("http://0x7f.1/", "legacy notation"),
     ("http://0x7f000001/", "legacy notation"),
