@@ -18,6 +18,7 @@ import orjson
 
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS
+from kinitiras_py.cli import httpflags
 
 RESULT_KEYS = ("allowed", "message", "warnings", "patch", "object")
 
@@ -33,6 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print only the rendered CEL of each templated rule, under a comment naming it")
     p.add_argument("--context", action="append", default=[],
                    help="with --cel: ConfigMaps holding sidecar templates, whose CEL is printed too (repeatable)")
+    httpflags.add(p)
     p.set_defaults(handler=guarded(_render))
 
     p = sub.add_parser("apply", help="run policies on a resource as the webhook would (mutate, then validate)",
@@ -48,12 +50,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--context", action="append", default=[],
                    help="objects for k8s/owner references and HTTPResponse documents (repeatable)")
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    httpflags.add(p)
     p.set_defaults(handler=guarded(_apply))
 
     p = sub.add_parser("test", help="run declarative test cases (kinitiras-test.yaml files) under DIR",
                        description="Run every kinitiras-test.yaml under DIR; print a unified diff for each "
                                    "object that differs. Exit 0 all passed, 1 a case failed, 2 bad input.")
     p.add_argument("dir", type=Path)
+    httpflags.add(p)
     p.set_defaults(handler=guarded(_test))
 
 
@@ -85,6 +89,7 @@ def _warn(message: str) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
+    from kinitiras_py.admission import httprefs
     from kinitiras_py.engine.compiling import compile_policy
     from kinitiras_py.offline import loader
     from kinitiras_py.offline.apply import check_context
@@ -92,9 +97,14 @@ def _render(args: argparse.Namespace) -> int:
     from kinitiras_py.offline.policyfiles import load_policies
     from kinitiras_py.offline.render import configmap_sources, rendered_sources, with_rendered
 
+    egress = httpflags.egress(args)
+    if isinstance(egress, str):
+        return _error(egress)
     try:
         docs = load_policies(args.policy)
         compiled = [compile_policy(doc) for doc in docs]
+        for policy in compiled:
+            httprefs.check(policy, egress)
         context = [d for f in args.context for d in loader.load_documents(f)]
         for index, obj in enumerate(context):
             check_context(obj, index)
@@ -122,6 +132,9 @@ def _apply(args: argparse.Namespace) -> int:
     from kinitiras_py.offline.dumper import dump_yaml
     from kinitiras_py.offline.policyfiles import load_policies
 
+    egress = httpflags.egress(args)
+    if isinstance(egress, str):
+        return _error(egress)
     try:
         case = apply.Case(
             policies=[d for f in args.policy for d in load_policies(f)],
@@ -130,6 +143,7 @@ def _apply(args: argparse.Namespace) -> int:
             operation=args.operation,
             context=[d for f in args.context for d in loader.load_documents(f)],
             namespace=args.namespace,
+            egress=egress,
         )
         decision = apply.run(case, on_warning=_warn)
     except loader.InputError as e:
@@ -146,8 +160,11 @@ def _apply(args: argparse.Namespace) -> int:
 def _test(args: argparse.Namespace) -> int:
     from kinitiras_py.offline import loader, testcases
 
+    egress = httpflags.egress(args)
+    if isinstance(egress, str):
+        return _error(egress)
     try:
-        outcomes = testcases.run_dir(args.dir)
+        outcomes = testcases.run_dir(args.dir, egress)
     except loader.InputError as e:
         return _error(str(e))
     failed = [o for o in outcomes if o.problems]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
 from kinitiras_py.admission import mutationmemo
+from kinitiras_py.cli import httpflags
 from kinitiras_py.engine.evaluation import celmemo
 
 
@@ -60,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label-excluded-namespaces", action="store_true",
                    help="label kube-system and our namespace so the webhook skips them (Kubernetes < 1.21 "
                         "has no kubernetes.io/metadata.name label; needs RBAC to patch namespaces)")
+    httpflags.add(p)
     p.set_defaults(handler=_serve)
 
 
@@ -91,6 +94,10 @@ def _serve(args: argparse.Namespace) -> int:
     from kinitiras_py.runtime.certificates import CertSettings
     from kinitiras_py.runtime.settings import ServerSettings, Settings
 
+    egress = httpflags.egress(args)
+    if isinstance(egress, str):
+        print(f"error: {egress}", file=sys.stderr)
+        return 2
     logs.configure(args.log_level, args.log_format)
     selector = None
     if args.object_selector:
@@ -111,6 +118,7 @@ def _serve(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
         cel_results_bytes=int(args.cel_results_mib * 1024 * 1024),
         mutation_results_bytes=int(args.mutation_results_mib * 1024 * 1024),
+        egress=egress,
     )
     asyncio.run(running.run(settings))
     return 0

@@ -35,6 +35,8 @@ class Checker:
         self.namespace: str | None = None
         self.rendered_fields: list[tuple[str, str]] = []
         """Rendered CEL other than the rules' renderedCel: (JSON pointer, source)."""
+        self.http_refs: list[tuple[str, Obj]] = []
+        """Every ``from: http`` reference: (field path of the reference, its ``http`` block)."""
 
     def warn(self, path: str, message: str) -> None:
         """Record a warning naming the policy and the field."""
@@ -99,14 +101,17 @@ def user_cel(source: str, path: str, wanted: tuple[str, ...], what: str) -> cel.
 
 def check_reference(checker: Checker, ref: JSON, path: str) -> None:
     """A value reference's checks beyond its model: what a namespaced policy may not read
-    (refused), credentials written inline (warned)."""
+    (refused), http references noted and inline credentials warned about (check_http_ref)."""
     checker.errors += boundary.reference_problems(checker.namespace, ref, path)
-    check_http_secrets(checker, ref, path)
+    check_http_ref(checker, ref, path)
 
 
-def check_http_secrets(checker: Checker, ref: JSON, path: str) -> None:
-    """Warn about credentials written into the policy instead of a Secret."""
+def check_http_ref(checker: Checker, ref: JSON, path: str) -> None:
+    """Note an http reference at ``path`` (the operator's egress setting judges them when the policy
+    is admitted); warn about credentials written into the policy instead of a Secret."""
     http = dict_of(dict_of(ref).get("http"))
+    if dict_of(ref).get("from") == "http" and http:
+        checker.http_refs.append((path, http))
     auth = dict_of(http.get("auth"))
     for name in SECRET_FIELDS:
         if auth.get(name):

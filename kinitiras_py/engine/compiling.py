@@ -59,8 +59,8 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
                 # One string per distinct rendered text: many policies render the same template alike.
                 rendered[i] = sys.intern(built[1])
     refs = checker.run(policylevel.value_refs, dict_of(spec.get("valueRefs"))) or {}
-    for name, ref in refs.items():
-        check_reference(checker, ref, f"spec.valueRefs.{name}")
+    for name, value_ref in refs.items():  # not ``ref``: that names the policy in its errors
+        check_reference(checker, value_ref, f"spec.valueRefs.{name}")
     conditions = checker.run(policylevel.match_conditions, checker, list_of(spec.get("matchConditions")), refs)
     # Only our own marker is named after the policy; a rule's own marker key is checked with the rule.
     if any(getattr(rule, "inject", None) and getattr(rule, "marker", None) is None for rule in rules):
@@ -80,7 +80,7 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
         warnings=tuple(checker.warnings), javascript_only=bool(rules) and all(_javascript_only(r) for r in rules),
         conditions=conditions,
         tier=tier if isinstance(tier, int) and not isinstance(tier, bool) else 0,
-        rendered_fields=tuple(checker.rendered_fields), refs=refs or EMPTY,
+        rendered_fields=tuple(checker.rendered_fields), refs=refs or EMPTY, http_refs=tuple(checker.http_refs),
     )
 
 

@@ -113,7 +113,7 @@ def _expressions(sel: Obj, path: str, errors: list[PolicyError]) -> Iterator[tup
 
 def annotation_key_problem(key: object) -> str | None:
     """Why ``key`` cannot be an annotation key (it must be a qualified name, as a label key), or None."""
-    problem = _qualified_name_problem(key)
+    problem = qualified_name_problem(key)
     return f"invalid annotation key {key!r}: {problem}" if problem else None
 
 

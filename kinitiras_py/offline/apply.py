@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from kinitiras_py.admission import httprefs
 from kinitiras_py.admission.pipeline import Decision, Pipeline, Request, with_namespace
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS, Obj
@@ -15,6 +16,7 @@ from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.offline.loader import InputError
 from kinitiras_py.offline.static import StaticHttp, StaticStore
+from kinitiras_py.refs.egress import Egress
 
 
 @dataclass
@@ -29,10 +31,15 @@ class Case:
     user_info: Obj | None = None
     namespace: str | None = None
     """The request's namespace; by default the object's own (as the API server sends it)."""
+    egress: Egress = field(default_factory=Egress)
+    """The operator's setting for http references (``--http-allow``, ``--http-namespaced``)."""
 
 
-def compile_all(policies: Sequence[Obj], on_warning: Callable[[str], None] | None = None) -> list[CompiledPolicy]:
-    """Compile every policy; InputError listing each refused policy with its field paths.
+def compile_all(policies: Sequence[Obj], on_warning: Callable[[str], None] | None = None,
+                egress: Egress | None = None) -> list[CompiledPolicy]:
+    """Compile every policy and hold its http references to ``egress`` (default: the webhook's
+    default setting), as the webhook does when a policy is admitted; InputError listing each
+    refused policy with its field paths.
 
     Warnings the compiler gives for accepted policies go to ``on_warning``.
     """
@@ -40,6 +47,7 @@ def compile_all(policies: Sequence[Obj], on_warning: Callable[[str], None] | Non
     for policy in policies:
         try:
             result = compile_policy(policy)
+            httprefs.check(result, egress if egress is not None else Egress())
         except PolicyErrors as e:
             problems.append(str(e))
             continue
@@ -79,14 +87,17 @@ def check_context(obj: Obj, index: int) -> None:
             raise InputError(f"{what}: {key} must be a mapping of names to values")
 
 
-def build_pipeline(compiled: Sequence[CompiledPolicy], context: Sequence[Obj] = ()) -> Pipeline:
-    """A pipeline over ``compiled`` whose references are answered from ``context``; the objects
-    there count as existing for JavaScript watch hooks (passed to jsa_created, in a stable order)."""
+def build_pipeline(compiled: Sequence[CompiledPolicy], context: Sequence[Obj] = (),
+                   egress: Egress | None = None) -> Pipeline:
+    """A pipeline over ``compiled`` whose references are answered from ``context``, http ones
+    within ``egress`` (default: the webhook's default setting); the objects in ``context`` count
+    as existing for JavaScript watch hooks (passed to jsa_created, in a stable order)."""
     jshooks.start_offline(compiled, context)
+    egress = egress if egress is not None else Egress()
     return Pipeline(
         overrides=PolicyIndex(p for p in compiled if not p.validating),
         validations=PolicyIndex(p for p in compiled if p.validating),
-        store=StaticStore(context), http=StaticHttp(context),
+        store=StaticStore(context), http=StaticHttp(context, egress), egress=egress,
     )
 
 
@@ -128,5 +139,5 @@ def run(case: Case, on_warning: Callable[[str], None] | None = None) -> Decision
         check_object(case.old_resource, "old resource")
     for index, obj in enumerate(case.context):
         check_context(obj, index)
-    pipeline = build_pipeline(compile_all(case.policies, on_warning), case.context)
+    pipeline = build_pipeline(compile_all(case.policies, on_warning, case.egress), case.context, case.egress)
     return asyncio.run(pipeline.admit(request_for(case)))

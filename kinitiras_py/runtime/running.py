@@ -19,6 +19,7 @@ from kinitiras_py.cluster.store import InformerStore
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import RuleFailure
+from kinitiras_py.refs import outbound
 from kinitiras_py.refs.http import AiohttpClient
 from kinitiras_py.registration.coverage import CoverageGate
 from kinitiras_py.registration.reconciler import Reconciler
@@ -50,7 +51,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     watch = PolicyWatch(api)
     status = StatusWriter(api, watch.get)
     store = InformerStore(api)
-    http = AiohttpClient(store=store)
+    egress = settings.egress.with_api_server(await outbound.addresses(api.connection.server))
+    http = AiohttpClient(egress, store=store)
     feed = HookFeed(api, store.mapper)
     hooks_built = asyncio.Event()
     # With registration, requests see a policy only once the webhook rules cover it (CoverageGate).
@@ -60,7 +62,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     # One budget for the two memories of mutations: by their inputs, and by the request's bytes.
     mutationmemo.configure(settings.mutation_results_bytes - settings.mutation_results_bytes // 2)
     answers.configure(settings.mutation_results_bytes // 2)
-    pipeline = Pipeline(indexes.overrides, indexes.validations, store, http, lookup_timeout=settings.lookup_timeout)
+    pipeline = Pipeline(indexes.overrides, indexes.validations, store, http, lookup_timeout=settings.lookup_timeout,
+                        egress=egress)
     cert_dir = settings.server.cert_dir
 
     async def inject(bundle: bytes) -> bool:

@@ -30,6 +30,9 @@ class Webhook:
 
     port: int
     log: Path
+    http_port: int
+    """The one port on 127.0.0.1 that http references may call (``--http-allow``, namespaced
+    policies too): tests serving http references listen there."""
     ca: Path | None = None
     """The CA that signed its serving certificate."""
 
@@ -49,6 +52,7 @@ def serving(cluster: Cluster, config: str = "kinitiras-e2e") -> Iterator[Webhook
     (work / "tls.crt").write_bytes(leaf.cert)
     (work / "tls.key").write_bytes(leaf.key)
     port = processes.free_port()
+    http_port = processes.free_port()
     log = work / "webhook.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -56,7 +60,7 @@ def serving(cluster: Cluster, config: str = "kinitiras-e2e") -> Iterator[Webhook
              "--bind-address=127.0.0.1", f"--port={port}", f"--cert-dir={work}",
              f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=", "--log-level=info",
              f"--mutating-config={config}", f"--validating-config={config}",
-             "--label-excluded-namespaces"],
+             "--label-excluded-namespaces", "--http-namespaced", f"--http-allow=http://127.0.0.1:{http_port}/"],
             stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
     context = ssl.create_default_context(cafile=str(work / "ca.crt"))
     deadline = time.monotonic() + 60
@@ -73,7 +77,7 @@ def serving(cluster: Cluster, config: str = "kinitiras-e2e") -> Iterator[Webhook
             if time.monotonic() > deadline:
                 pytest.fail(f"kinitiras-py serve not ready in 60 s: {log.read_text()[-3000:]}")
             time.sleep(0.2)
-        yield Webhook(port, log, work / "ca.crt")
+        yield Webhook(port, log, http_port, work / "ca.crt")
     finally:
         # Unregister first: with failurePolicy Fail a dead webhook would block the API server.
         cluster.kubectl("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", config,

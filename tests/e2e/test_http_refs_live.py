@@ -1,7 +1,9 @@
 """``from: http`` value references against a real HTTP server started by the test.
 
 The webhook process calls the server on 127.0.0.1 while the API server admits objects created
-with kubectl.
+with kubectl. The webhook runs with ``--http-namespaced --http-allow http://127.0.0.1:<port>/``
+(tests/e2e/conftest.py): loopback is reached only through that exact entry, and the server
+listens on that port.
 """
 
 from __future__ import annotations
@@ -72,10 +74,10 @@ def _handler(lookups: Lookups) -> type[BaseHTTPRequestHandler]:
 
 
 @pytest.fixture(scope="module")
-def lookups() -> Iterator[Lookups]:
-    """A plain-HTTP JSON server on 127.0.0.1 (a free port), stopped after the module."""
+def lookups(webhook: Webhook) -> Iterator[Lookups]:
+    """A plain-HTTP JSON server on the port the webhook may call, stopped after the module."""
     holder = Lookups("")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(holder))
+    server = ThreadingHTTPServer(("127.0.0.1", webhook.http_port), _handler(holder))
     server.daemon_threads = True
     holder.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, name="http-refs", daemon=True)
@@ -204,3 +206,20 @@ def test_error_status_denies_naming_the_status(cluster: Cluster, webhook: Webhoo
     assert f"policy OverridePolicy {namespace}/broken-backend, rule 0: http reference: " in stderr
     assert f"GET {lookups.url}/broken?name=err-1 answered 500" in stderr
     assert "backend exploded" in stderr
+
+
+@pytest.mark.parametrize(("url", "reason"), [
+    ("http://169.254.169.254/latest/meta-data/iam/security-credentials/node", "is under no allowed prefix"),
+    ("http://127.0.0.1:{other}/team", "is under no allowed prefix"),
+    ("http://[::ffff:127.0.0.1]:{port}/team", "is under no allowed prefix"),
+])
+def test_a_policy_calling_outside_the_allow_list_is_refused_by_the_webhook(
+        cluster: Cluster, webhook: Webhook, namespace: str, lookups: Lookups, url: str, reason: str) -> None:
+    url = url.format(port=webhook.http_port, other=webhook.port)
+    policy = label_policy("ssrf", url, "body.team")
+    proc = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(policy))
+    assert proc.returncode != 0
+    assert ('admission webhook "' in proc.stderr and f"policy OverridePolicy {namespace}/ssrf: "
+            "spec.overrideRules[0].overriders.template.valueRef.http.url: " in proc.stderr), proc.stderr
+    assert reason in proc.stderr and "--http-allow PREFIX" in proc.stderr
+    assert cluster.kubectl("get", "op", "ssrf", "-n", namespace).returncode != 0
