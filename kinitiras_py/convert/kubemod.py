@@ -128,6 +128,8 @@ def _patch_op(op: Any, field: str, report: _Report) -> Obj | None:
     if op["op"] == "remove":
         return out
     value = op.get("value")
+    if isinstance(value, str):
+        value = gotemplate.expand_key_parts(value)
     if value is None:
         out["value"] = None  # KubeMod's value when none is given: null
     elif not isinstance(value, str):
