@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kinitiras_py.base.errors import CelCompileError, CelEvalError, PolicyError
+from kinitiras_py.base.errors import CelEvalError, PolicyError
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import criteria
 
