@@ -153,7 +153,8 @@ def _call(name: str, args: list[str]) -> str:
     if name == "quote":
         if len(args) != 1:
             raise Untranslatable("quote with other than one argument has no translation")
-        return f"template.goQuote(dyn({args[0]}))"
+        quoted = f"string({args[0]})" if _KEY_PART_EXPR.fullmatch(args[0]) else f"dyn({args[0]})"
+        return f"template.goQuote({quoted})"
     if name == "default":
         if len(args) != 2:
             raise Untranslatable("default needs a default and a value")
@@ -217,7 +218,8 @@ def translate(text: str) -> str:
         expr = _pipeline(tokens)
         if tokens.peek()[0] != "end":
             raise Untranslatable(f"{{{{{body}}}}}: unexpected {tokens.peek()[1]!r}")
-        # A key part is an index or a key (Go prints an int as CEL's string() does): no conversion.
+        # A key part is an index or a key, printed by Go as by CEL's string(): no call to convert it
+        # (in a select two levels deep the conversions would weigh on its cost).
         printed = f"string({expr})" if _KEY_PART_EXPR.fullmatch(expr) else f"template.goText(dyn({expr}))"
         out.append("{{ " + printed + " }}")
         pos = m.end()
