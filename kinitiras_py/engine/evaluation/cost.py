@@ -164,6 +164,7 @@ class _Walker:
         self.costliest = 0.0  # the most any one iteration costs
         self.loops: list[tuple[int, float]] = []  # enclosing comprehensions: (id, iterations)
         self.parents: dict[int, int] = {}  # loop -> the loop whose element its list was read from
+        self.one_step: int | None = None  # the loop whose step is being sized with one small element
         self.read: dict[Path, None] = {}  # request paths whose entries the cost depends on, in order
         self.roots: dict[str, None] = {}  # the variables read
 
@@ -309,6 +310,8 @@ class _Walker:
                 shaped = replace(args[0].at(ANY), origin=args[1].origin)
                 if args[0].origin >= 0 and args[0].origin != args[1].origin and not args[0].listed:
                     self.parents.setdefault(args[1].origin, args[0].origin)  # a part of that loop's element
+                if args[1].origin == self.one_step:  # the element the step reads by its index
+                    shaped = shaped.small()
             if shaped is None and args[0].paths:
                 shaped = args[0].at(ANY if key is None else key)
             if shaped is not None:
@@ -349,7 +352,9 @@ class _Walker:
             step = self.expr(parts[6], {**inner, names[3]: init})
             one = step
             if names[8] == "" and element.origin >= 0:
+                sizing, self.one_step = self.one_step, node_id
                 one = self.expr(parts[6], {**inner, names[1]: element.small(), names[3]: init})
+                self.one_step = sizing
             self.total, self.outside, self.own, self.costliest = saved
             # What the elements of a request list add sums to the list's size at most.
             grown = n * max(0.0, one.bytes - init.bytes) + max(0.0, step.bytes - one.bytes)
