@@ -91,17 +91,10 @@ def _printed(expr: str) -> bool:
 
 
 def with_scope(body: str, item: str, keys: tuple[Key, ...]) -> str:
-    """``body`` with the template names it uses bound: target, namespace, selectedItem, selectKeyParts.
-
-    Only those it uses: each binding is a level of nesting, and CEL's parser allows 32, which a
-    template at the bottom of a two-level select comes close to.
-    """
-    names = {"target": "object", NAMESPACE_VARIABLE: 'request != null ? request.namespace : ""',
-             "selectedItem": item, "selectKeyParts": f"dyn([{', '.join(k.expr for k in keys)}])"}
-    for name, value in reversed(names.items()):
-        if re.search(rf"(?<![\w.]){name}(?!\w)", _STRINGS.sub("", body)):
-            body = f"cel.bind({name}, {value}, {body})"
-    return body
+    """``body`` with the template names bound: target, namespace, selectedItem, selectKeyParts."""
+    parts = ", ".join(k.expr for k in keys)
+    return (f"cel.bind(target, object, cel.bind({NAMESPACE_VARIABLE}, request != null ? request.namespace : \"\", "
+            f"cel.bind(selectedItem, {item}, cel.bind(selectKeyParts, dyn([{parts}]), {body}))))")
 
 
 def check_path(path: str, depth: int, where: str) -> None:
