@@ -320,8 +320,9 @@ class Compiler:
                 defined = "true"
             return defined if name == "isDefined" else f"!{defined}"
         empty = name == "isEmpty"
-        if isinstance(arg, Path) and not arg.plain:
-            return f"({self.count(arg, current)} {'==' if empty else '!='} 0)"
+        if isinstance(arg, Path) and not arg.plain:  # the array of values: empty when there is none
+            found = self.walk(arg, "any", lambda _v, _keys: "true", current)
+            return f"!{found}" if empty else found
 
         def test(v: str) -> str:
             sized = f"type({v}) in [list, map, string] && size({v}) {'==' if empty else '!='} 0"

@@ -125,6 +125,7 @@ def _deployment(ports: list[int]) -> dict[str, Any]:
     "$.spec..ports[? @.containerPort < 1024]",  # the select
     "$.spec.containers..ports[?@.containerPort >= 80]",  # the form KubeMod's own tests use
     "$..ports[? @.containerPort < 1024 && @.protocol != 'UDP']",
+    "isNotEmpty($.spec..ports[? @.containerPort < 1024])",  # needs one value, not a count
 ])
 def test_descent_with_a_filter_fits_the_budget_for_any_request(select: str) -> None:
     program = cel.compile_program(criteria.criterion({"select": select}, "m"))
