@@ -21,10 +21,13 @@ level is one nested comprehension, so the CEL grows linearly with the depth and 
 speed without any value leaving CEL. Values deeper than that are not visited: ``$..image``
 reaches a Deployment's container images (``spec.template.spec.containers[*]`` is 5 levels
 down), ``$..containerPort`` does not reach its ports (7 levels). The depth is what CEL's parser
-allows (32 levels of nesting) with room for the rest of a select; a select whose CEL would cost
-more than the evaluation budget (``..`` with ``matchFor: All`` and a regex, say) is refused when
-the policy is admitted, like any CEL. ``..`` is for tests over the selected values (match
-criteria and filters); a patch select refuses it, since its key parts would have no fixed number.
+allows (32 levels of nesting) with room for the rest of a select. What bounds its cost is
+cel-cpp's limit of 10,000 loop iterations per evaluation, all loops together (:mod:`.cost`):
+``$.spec..ports[? @.containerPort < 1024]`` fits the budget for any request, and an object with
+more values than that fails the rule rather than stalling it. A select whose CEL would still
+cost more than the budget is admitted for the requests it can afford, or refused, like any
+CEL. ``..`` is for tests over the selected values (match criteria, filters, functions); a patch
+select refuses it, since its key parts would have no fixed number.
 """
 
 from __future__ import annotations
