@@ -114,20 +114,28 @@ def test_selects_compile_and_never_fail_when_run(select: str, compare: dict[str,
         assert isinstance(program.evaluate({"object": obj, "namespaceObject": obj}), bool)
 
 
+def _fanned(op: dict[str, Any]) -> tuple[cel.Program, int] | None:
+    """A fanned-out operation's program and depth, or None when it is refused as it may be: its
+    select by its field, its CEL for its cost or its nesting."""
+    try:
+        made = fanout.render(op, "p")
+        return cel.compile_program(made.source), made.depth
+    except PolicyError as e:
+        assert e.path == "p.select" and e.reason
+    except CelCompileError as e:
+        assert "exceeds the budget" in str(e) or "recursion" in str(e), e
+    return None
+
+
 @given(_path("$", _conditions("@"), descend=False), st.lists(JSON, min_size=1, max_size=3))
 def test_patch_selects_compile_and_never_fail_when_run(select: str, objects: list[Any]) -> None:
     op = {"op": "add", "select": select, "path": "/x", "valueTemplate": "{{ selectKeyParts }}"}
-    try:
-        made = fanout.render(op, "p")
-        program = cel.compile_program(made.source)
-    except PolicyError as e:
-        assert e.path == "p.select" and e.reason
+    fanned = _fanned(op)
+    if fanned is None:
         return
-    except CelCompileError as e:
-        assert "exceeds the budget" in str(e) or "recursion" in str(e), e
-        return
+    program, depth = fanned
     for obj in objects:
-        ops = fanout.operations(program.evaluate({"object": obj}), op, made.depth)
+        ops = fanout.operations(program.evaluate({"object": obj}), op, depth)
         assert all(o["op"] == "add" and isinstance(o["value"], list) for o in ops)
 
 
@@ -163,22 +171,17 @@ def test_key_parts_in_translated_templates_never_fail_but_out_of_range(select: s
                                                                        objects: list[Any]) -> None:
     op = {"op": "add", "select": select, "path": "/x",
           "valueTemplate": gotemplate.translate(gotemplate.expand_key_parts(template))}
-    try:
-        made = fanout.render(op, "p")
-        program = cel.compile_program(made.source)
-    except PolicyError as e:
-        assert e.path == "p.select" and e.reason
+    fanned = _fanned(op)
+    if fanned is None:
         return
-    except CelCompileError as e:
-        assert "exceeds the budget" in str(e) or "recursion" in str(e), e
-        return
+    program, depth = fanned
     for obj in objects:
         try:
-            fanout.operations(program.evaluate({"object": obj}), op, made.depth)
+            fanout.operations(program.evaluate({"object": obj}), op, depth)
         except CelEvalError as e:
             # Go's index fails on a key part the select does not have; a rendered value may not be YAML.
             named = [int(n) for n in re.findall(r"SelectKeyParts (\d+)", gotemplate.expand_key_parts(template))]
-            assert max(named, default=-1) >= made.depth or "not YAML" in str(e) or "too large" in str(e), e
+            assert max(named, default=-1) >= depth or "not YAML" in str(e) or "too large" in str(e), e
 
 
 VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
