@@ -1,6 +1,6 @@
-"""KubeMod's README examples on the local API server: each ModRule converted by the registry
-(what ``kinitiras-py convert`` prints), applied with kubectl, and the objects created with
-kubectl changed or refused as KubeMod would."""
+"""KubeMod's README examples, and samples of our own, on the local API server: each ModRule
+converted by the registry (what ``kinitiras-py convert`` prints), applied with kubectl, and the
+objects created with kubectl changed or refused as KubeMod would."""
 
 from __future__ import annotations
 
