@@ -9,7 +9,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import jsrules
+from kinitiras_py.engine import jsrules, shapes
 from kinitiras_py.engine.evaluation import cel
 
 CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
@@ -35,6 +35,10 @@ class Checker:
         self.namespace: str | None = None
         self.rendered_fields: list[tuple[str, str]] = []
         """Rendered CEL other than the rules' renderedCel: (JSON pointer, source)."""
+        self.kinds = shapes.Kinds(None)
+        """What the policy's resource selectors can select."""
+        self.params: frozenset[str] = frozenset()
+        """The names of the policy's own ``valueRefs`` (every rule's ``params`` holds them)."""
 
     def warn(self, path: str, message: str) -> None:
         """Record a warning naming the policy and the field."""

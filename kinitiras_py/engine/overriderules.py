@@ -9,7 +9,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import jsrules, origin, selectors, sidecars
+from kinitiras_py.engine import jsrules, origin, patching, selectors, shapes, sidecars
 from kinitiras_py.engine.checker import (
     CUE_REFUSED,
     REF_SOURCES_WITH_PARAMS,
@@ -65,7 +65,7 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
             errors += _constant_override(custom, f"{opath}.cel")
     script = javascript(checker, errors, over, jsrules.MUTATE, opath)
     plaintext = list_of(over.get("plaintext"))
-    errors += _check_plaintext(plaintext, f"{opath}.plaintext")
+    errors += _check_plaintext(plaintext, f"{opath}.plaintext", checker.kinds)
     fanned: dict[int, tuple[cel.Program, int]] = {}
     for j, op in enumerate(plaintext):
         if isinstance(op, dict) and (op.get("select") is not None or op.get("valueTemplate") is not None):
@@ -169,7 +169,7 @@ def _constant_override(program: cel.Program, path: str) -> list[PolicyError]:
                               + "; ".join(problems))]
 
 
-def _check_plaintext(ops: list[Any], path: str) -> list[PolicyError]:
+def _check_plaintext(ops: list[Any], path: str, kinds: shapes.Kinds) -> list[PolicyError]:
     errors = []
     for i, op in enumerate(ops):
         if not isinstance(op, dict):
@@ -182,4 +182,21 @@ def _check_plaintext(ops: list[Any], path: str) -> list[PolicyError]:
             errors.append(PolicyError(f"{path}[{i}].path", f"must be a JSON pointer starting with '/'; got {target!r}"))
         if op.get("op") in ("add", "replace") and "value" not in op and op.get("valueTemplate") is None:
             errors.append(PolicyError(f"{path}[{i}].value", f"op {op.get('op')} needs a value (or a valueTemplate)"))
+        elif isinstance(target, str) and target.startswith("/"):
+            errors += _plaintext_target(op, target[1:].split("/"), f"{path}[{i}]", kinds)
     return errors
+
+
+def _plaintext_target(op: Obj, tokens: list[str], path: str, kinds: shapes.Kinds) -> list[PolicyError]:
+    """Where an operation that could never apply is refused: a path deeper than objects nest, a
+    value that would nest too deep there, an index beyond any list's length (a remove of it is
+    only a no-op)."""
+    deep = patching.too_deep(len(tokens), None)
+    if deep is not None:
+        return [PolicyError(f"{path}.path", deep)]
+    if op.get("op") not in ("add", "replace"):
+        return []
+    if deep := patching.too_deep(len(tokens), op.get("value")):
+        return [PolicyError(f"{path}.value", deep)]
+    beyond = None if op.get("lenient") is True else shapes.impossible_index(tokens, kinds)
+    return [PolicyError(f"{path}.path", beyond)] if beyond else []

@@ -78,6 +78,14 @@ def ref(**r: Any) -> dict[str, Any]:
     return labels(valueRef=r)
 
 
+def nested(levels: int) -> dict[str, Any]:
+    """An object whose containers nest ``levels`` levels below it."""
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
 def errors_of(obj: Any) -> list[tuple[str, str]]:
     with pytest.raises(PolicyErrors) as caught:
         compile_policy(obj)
@@ -314,6 +322,31 @@ CASES: list[tuple[str, Any, str, str]] = [
      "reads no input and always returns invalid JSON patch operations: [0] (add) has no path"),
     ("cel-constant-failure", op({"cel": '[{"op": "add", "path": "/a", "value": 1 / 0}]'}), f"{OV}.cel",
      "reads no input and fails on every request: divide by zero"),
+    # what fuzzing found admitted that fails on every object (issue 25, item 6)
+    ("plaintext-path-253-segments", op({"plaintext": [{"op": "add", "path": "/a" * 253, "value": 1}]}),
+     f"{OV}.plaintext[0].path", "the path has 253 segments; no object may nest deeper than 200 levels"),
+    ("plaintext-remove-path-253-segments", op({"plaintext": [{"op": "remove", "path": "/a" * 253}]}),
+     f"{OV}.plaintext[0].path", "the path has 253 segments"),
+    ("plaintext-value-too-deep-there", op({"plaintext": [{"op": "add", "path": "/a" * 190,
+                                                          "value": nested(11)}]}),
+     f"{OV}.plaintext[0].value", "the value nests more than 10 levels, too deep at a path of 190 segments"),
+    ("plaintext-index-beyond-any-list", op({"plaintext": [{"op": "add", "path": "/spec/containers/99999999999999999999",
+                                                           "value": {"name": "c"}}]},
+                                           selectors=[{"apiVersion": "v1", "kind": "Pod"}]),
+     f"{OV}.plaintext[0].path", "index 99999999999999999999 of /spec/containers is beyond the length of any list"),
+    ("plaintext-template-index-beyond-any-list",
+     op({"plaintext": [{"op": "replace", "path": "/spec/template/spec/initContainers/1572864/image", "value": "i"}]},
+        selectors=[{"apiVersion": "apps/v1", "kind": "Deployment"}, {"apiVersion": "batch/v1", "kind": "Job"}]),
+     f"{OV}.plaintext[0].path", "index 1572864 of /spec/template/spec/initContainers"),
+    ("plaintext-finalizer-index-beyond-any-list",
+     op({"plaintext": [{"op": "add", "path": "/metadata/finalizers/12345678901234567890", "value": "f"}]}),
+     f"{OV}.plaintext[0].path", "index 12345678901234567890 of /metadata/finalizers"),
+    ("operation-with-beyond-double", cond(cond="Gt", value={"integer": 3},
+                                          valueProcess={"operation": "*", "operationWith": "1e400"}),
+     f"{C}.valueProcess.operationWith", "'1e400' is beyond what a double holds"),
+    ("operation-with-percent-below-double", cond(cond="Gt", value={"integer": 3},
+                                                 valueProcess={"operation": "*", "operationWith": "1e-400%"}),
+     f"{C}.valueProcess.operationWith", "'1e-400%' is beyond what a double holds"),
     # regular expressions as RE2 (what CEL's matches runs) sees them (item 4)
     *[(f"regex-{name}", cond(cond="Regex", dataRef={"from": "current", "path": "/metadata/name"},
                              value={"string": pattern}), f"{C}.value.string", reason)
@@ -462,8 +495,19 @@ def test_examples_compile_without_warnings_except_cue_ones() -> None:
     cvp(cel="dyn(object.spec).replicas > 1"),
     op({"cel": "object.metadata.name == 'a' ? [] : [{'op': 'remove', 'path': '/spec/x'}]"}),
     op(targetOperations=["*"]),
+    # A digit key where the kind has a map, or where any kind could: not a list index.
+    op({"plaintext": [{"op": "add", "path": "/metadata/labels/99999999999999999999", "value": "x"}]},
+       selectors=[{"apiVersion": "v1", "kind": "Pod"}]),
+    op({"plaintext": [{"op": "add", "path": "/spec/containers/99999999999999999999", "value": {}}]},
+       selectors=[{"apiVersion": "example.com/v1", "kind": "Pod"}]),
+    op({"plaintext": [{"op": "add", "path": "/spec/containers/99999999999999999999", "value": {}}]}),
+    op({"plaintext": [{"op": "remove", "path": "/spec/containers/99999999999999999999"}]},
+       selectors=[{"apiVersion": "v1", "kind": "Pod"}]),
+    op({"plaintext": [{"op": "add", "path": "/a" * 190, "value": nested(10)}]}),
+    cond(cond="Gt", value={"integer": 3}, valueProcess={"operation": "*", "operationWith": "1.7e308"}),
 ], ids=["factor-one", "factors-small", "process-percent", "process-numeric-string", "in-ref", "owner-dataref",
-        "cel-map", "cel-dyn", "cel-list", "star-operation"])
+        "cel-map", "cel-dyn", "cel-list", "star-operation", "digit-label-key", "digit-key-of-a-custom-kind",
+        "digit-key-of-any-kind", "remove-beyond-a-list", "value-200-levels-deep", "operation-with-large"])
 def test_well_formed_policies_compile(policy: dict[str, Any]) -> None:
     compiled = compile_policy(policy)
     assert len(compiled.rules) == 1

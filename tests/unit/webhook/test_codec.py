@@ -9,6 +9,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from kinitiras_py.base import nesting
 from kinitiras_py.base.errors import ReviewError
 from kinitiras_py.webhook import body, codec, peek, shape
 from kinitiras_py.webhook.app import errors_middleware
@@ -88,7 +89,7 @@ def test_the_fast_depth_check_agrees_with_the_exact_one(levels: int, big_int: bo
     for i in range(levels):
         deep = {"a": deep} if i % 2 else [deep]
     too_deep, blob = shape._written({"spec": deep})
-    assert too_deep is shape._exceeds({"spec": deep}, shape.MAX_DEPTH)
+    assert too_deep is nesting.exceeds({"spec": deep}, shape.MAX_DEPTH)
     assert too_deep is (levels + 1 > shape.MAX_DEPTH)
     if not too_deep:  # written on the way, unless orjson refused the integer
         assert blob == (None if big_int else orjson.dumps({"spec": deep}))
