@@ -5,12 +5,13 @@ the checks of credentials and scripts that override and validate rules both have
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from typing import Any
 
 from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine import jsrules, shapes
-from kinitiras_py.engine.evaluation import cel
+from kinitiras_py.engine.evaluation import cel, celshapes
 
 CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
                "Write the rule in CEL with the `cel` field instead")
@@ -39,6 +40,12 @@ class Checker:
         """What the policy's resource selectors can select."""
         self.params: frozenset[str] = frozenset()
         """The names of the policy's own ``valueRefs`` (every rule's ``params`` holds them)."""
+
+    def shapes(self, rule_params: Iterable[str]) -> celshapes.Shapes:
+        """What the variables of a rule's CEL hold: ``rule_params`` are the names of the rule's own
+        references (besides the policy's valueRefs)."""
+        return celshapes.Shapes(shapes.REQUEST_FIELDS, self.params | frozenset(rule_params),
+                                not self.kinds.without_namespace())
 
     def warn(self, path: str, message: str) -> None:
         """Record a warning naming the policy and the field."""
@@ -99,6 +106,14 @@ def user_cel(source: str, path: str, wanted: tuple[str, ...], what: str) -> cel.
     if found.split("<", 1)[0] not in wanted:
         raise PolicyError(path, f"invalid CEL: the expression evaluates to {found}; {what}")
     return program
+
+
+def check_shapes(program: cel.Program, path: str, declared: celshapes.Shapes) -> None:
+    """PolicyErrors naming ``path`` when ``program`` can never succeed given what its variables
+    are declared to hold (:mod:`.celshapes`)."""
+    found = celshapes.problems(program, declared)
+    if found:
+        raise PolicyErrors([PolicyError(path, f"invalid CEL: {problem}") for problem in found])
 
 
 def check_http_secrets(checker: Checker, ref: JSON, path: str) -> None:

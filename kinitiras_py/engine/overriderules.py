@@ -15,6 +15,7 @@ from kinitiras_py.engine.checker import (
     REF_SOURCES_WITH_PARAMS,
     Checker,
     check_http_secrets,
+    check_shapes,
     compile_cel,
     dict_of,
     javascript,
@@ -62,7 +63,10 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
         custom = checker.collect(errors, user_cel, over["cel"], f"{opath}.cel", _OVERRIDE_RESULTS,
                                  "an override must return a list of JSON patch operations")
         if custom is not None:
-            errors += _constant_override(custom, f"{opath}.cel")
+            constant = _constant_override(custom, f"{opath}.cel")
+            errors += constant
+            if not constant:  # a program reading no input was evaluated whole: nothing more to find
+                checker.collect(errors, check_shapes, custom, f"{opath}.cel", checker.shapes(refs))
     script = javascript(checker, errors, over, jsrules.MUTATE, opath)
     plaintext = list_of(over.get("plaintext"))
     errors += _check_plaintext(plaintext, f"{opath}.plaintext", checker.kinds)

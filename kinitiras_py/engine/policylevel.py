@@ -13,7 +13,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine.checker import REF_SOURCES_WITH_PARAMS, Checker, compile_cel, user_cel
+from kinitiras_py.engine.checker import REF_SOURCES_WITH_PARAMS, Checker, check_shapes, compile_cel, user_cel
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import criteria
 
@@ -49,8 +49,11 @@ def match_conditions(checker: Checker, conditions: list[Any], refs: dict[str, Ob
     errors: list[PolicyError] = []
     for i, condition in enumerate(conditions):
         if isinstance(condition, dict) and isinstance(condition.get("expression"), str):
-            checker.collect(errors, user_cel, condition["expression"], f"{path}[{i}].expression",
-                            CONDITION_RESULTS, "a match condition must return a bool")
+            where = f"{path}[{i}].expression"
+            program = checker.collect(errors, user_cel, condition["expression"], where, CONDITION_RESULTS,
+                                      "a match condition must return a bool")
+            if program is not None:  # conditions see the policy's valueRefs only
+                checker.collect(errors, check_shapes, program, where, checker.shapes(()))
         elif isinstance(condition, dict) and isinstance(condition.get("select"), str):
             for m in _SYNTHETIC.finditer(condition["select"]):
                 name = m.group(1) or m.group(2)

@@ -172,6 +172,10 @@ class Program:
         """The checker's static result type: ``BOOL``, ``LIST<DYN>``, ``DYN``..."""
         return str(self._expression.return_type().name())
 
+    def checked(self) -> bytes:
+        """The checked program: an Any-wrapped ``cel.expr.CheckedExpr`` (read by :mod:`.celcheck`)."""
+        return bytes(self._expression.serialize())
+
     def evaluate(self, variables: Mapping[str, JSON] | Bindings) -> JSON:
         """Evaluate with ``variables`` (names from :data:`VARIABLES`; missing ones are null).
 

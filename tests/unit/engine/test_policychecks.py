@@ -341,6 +341,27 @@ CASES: list[tuple[str, Any, str, str]] = [
     ("plaintext-finalizer-index-beyond-any-list",
      op({"plaintext": [{"op": "add", "path": "/metadata/finalizers/12345678901234567890", "value": "f"}]}),
      f"{OV}.plaintext[0].path", "index 12345678901234567890 of /metadata/finalizers"),
+    ("cel-request-bogus", op({"cel": "request.bogus"}), f"{OV}.cel",
+     "invalid CEL: request has no field 'bogus'; it has operation, namespace, userInfo, dryRun"),
+    ("cel-params-without-value-ref", cvp(cel="params.x == 'a'"), f"{V0}.cel",
+     "invalid CEL: params has no 'x': the rule's parameters (its references and the policy's spec.valueRefs) "
+     "are none"),
+    ("cel-params-other-value-ref", with_(cvp(cel="params.x == 'a'"), ("spec", "valueRefs"),
+                                         {"y": {"from": "k8s", "k8s": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                       "name": "c"}}}),
+     f"{V0}.cel", "params has no 'x'"),
+    ("cel-namespace-object-of-cluster-scoped-kinds",
+     with_(cvp(cel="namespaceObject.metadata.name != 'kube-system'"), ("spec", "resourceSelectors"),
+           [{"apiVersion": "v1", "kind": "Node"}, {"apiVersion": "v1", "kind": "PersistentVolume"}]),
+     f"{V0}.cel", "invalid CEL: namespaceObject is null for every object the policy selects"),
+    ("cel-constant-index", cvp(cel="object.metadata.name == [][0]"), f"{V0}.cel",
+     "invalid CEL: the constant ([])[0] fails on every evaluation: Index error: index=0 size=0"),
+    ("cel-constant-quantity", op({"cel": "[{'op': 'add', 'path': '/a', 'value': "
+                                         "quantity(object.metadata.name).add(quantity('x')).asInteger()}]"}),
+     f"{OV}.cel", "invalid CEL: the constant quantity(\"x\") fails on every evaluation: invalid quantity 'x'"),
+    ("match-condition-request-bogus", with_(op(), ("spec", "matchConditions"),
+                                            [{"name": "a", "expression": "request.name == 'x'"}]),
+     "spec.matchConditions[0].expression", "invalid CEL: request has no field 'name'"),
     ("operation-with-beyond-double", cond(cond="Gt", value={"integer": 3},
                                           valueProcess={"operation": "*", "operationWith": "1e400"}),
      f"{C}.valueProcess.operationWith", "'1e400' is beyond what a double holds"),
@@ -505,9 +526,22 @@ def test_examples_compile_without_warnings_except_cue_ones() -> None:
        selectors=[{"apiVersion": "v1", "kind": "Pod"}]),
     op({"plaintext": [{"op": "add", "path": "/a" * 190, "value": nested(10)}]}),
     cond(cond="Gt", value={"integer": 3}, valueProcess={"operation": "*", "operationWith": "1.7e308"}),
+    # CEL that can succeed on some object, however it reads its variables
+    with_(cvp(cel="params.x == 'a' && has(request.bogus)"), ("spec", "valueRefs"),
+          {"x": {"from": "k8s", "k8s": {"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}}}),
+    op({"template": {"type": "labels", "operation": "add", "path": "team",
+                     "valueRef": {"from": "k8s", "path": "/data/team",
+                                  "k8s": {"apiVersion": "v1", "kind": "ConfigMap", "name": "t"}}},
+        "cel": "[{'op': 'add', 'path': '/metadata/labels/copy', 'value': params.valueRef}]"}),
+    cvp(cel="namespaceObject.metadata.name != 'kube-system'"),
+    with_(cvp(cel="namespaceObject == null || namespaceObject.metadata.name != 'a'"), ("spec", "resourceSelectors"),
+          [{"apiVersion": "v1", "kind": "Node"}]),
+    cvp(cel="has(object.a) ? [][0] == 1 : true"),
 ], ids=["factor-one", "factors-small", "process-percent", "process-numeric-string", "in-ref", "owner-dataref",
         "cel-map", "cel-dyn", "cel-list", "star-operation", "digit-label-key", "digit-key-of-a-custom-kind",
-        "digit-key-of-any-kind", "remove-beyond-a-list", "value-200-levels-deep", "operation-with-large"])
+        "digit-key-of-any-kind", "remove-beyond-a-list", "value-200-levels-deep", "operation-with-large",
+        "cel-declared-params", "cel-rule-params", "cel-namespace-object-of-any-kind", "cel-namespace-object-tested",
+        "cel-constant-failure-in-a-branch"])
 def test_well_formed_policies_compile(policy: dict[str, Any]) -> None:
     compiled = compile_policy(policy)
     assert len(compiled.rules) == 1
