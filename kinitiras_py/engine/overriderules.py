@@ -167,6 +167,8 @@ def _constant_override(program: cel.Program, path: str) -> list[PolicyError]:
             problems.append(f"[{i}] ({name}) has no path that is a JSON pointer")
         elif _PATCH_OPS[name] and _PATCH_OPS[name] not in op:
             problems.append(f"[{i}] ({name}) has no {_PATCH_OPS[name]}")
+        elif deep := patching.too_deep(op["path"].count("/"), op.get("value")):
+            problems.append(f"[{i}] ({name}): {deep}")
     if not problems:
         return []
     return [PolicyError(path, "the expression reads no input and always returns invalid JSON patch operations: "

@@ -341,6 +341,8 @@ CASES: list[tuple[str, Any, str, str]] = [
     ("plaintext-finalizer-index-beyond-any-list",
      op({"plaintext": [{"op": "add", "path": "/metadata/finalizers/12345678901234567890", "value": "f"}]}),
      f"{OV}.plaintext[0].path", "index 12345678901234567890 of /metadata/finalizers"),
+    ("cel-constant-op-too-deep", op({"cel": "[{'op': 'add', 'path': '" + "/a" * 201 + "', 'value': 1}]"}),
+     f"{OV}.cel", "always returns invalid JSON patch operations: [0] (add): the path has 201 segments"),
     ("cel-request-bogus", op({"cel": "request.bogus"}), f"{OV}.cel",
      "invalid CEL: request has no field 'bogus'; it has operation, namespace, userInfo, dryRun"),
     ("cel-params-without-value-ref", cvp(cel="params.x == 'a'"), f"{V0}.cel",
