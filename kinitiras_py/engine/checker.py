@@ -41,11 +41,16 @@ class Checker:
         self.params: frozenset[str] = frozenset()
         """The names of the policy's own ``valueRefs`` (every rule's ``params`` holds them)."""
 
-    def shapes(self, rule_params: Iterable[str]) -> celshapes.Shapes:
-        """What the variables of a rule's CEL hold: ``rule_params`` are the names of the rule's own
-        references (besides the policy's valueRefs)."""
-        return celshapes.Shapes(shapes.REQUEST_FIELDS, self.params | frozenset(rule_params),
-                                not self.kinds.without_namespace())
+    def check_cel(self, errors: list[PolicyError], program: cel.Program | None, path: str,
+                  rule_params: Iterable[str]) -> None:
+        """Add to ``errors``, naming ``path``, why ``program`` can never succeed given what its
+        variables hold (:mod:`.celshapes`); ``rule_params`` are the names of the rule's own
+        references (``params`` holds the policy's valueRefs besides)."""
+        if program is None:
+            return
+        declared = celshapes.Shapes(shapes.REQUEST_FIELDS, self.params | frozenset(rule_params),
+                                    not self.kinds.without_namespace())
+        errors += [PolicyError(path, f"invalid CEL: {problem}") for problem in celshapes.problems(program, declared)]
 
     def warn(self, path: str, message: str) -> None:
         """Record a warning naming the policy and the field."""
@@ -106,14 +111,6 @@ def user_cel(source: str, path: str, wanted: tuple[str, ...], what: str) -> cel.
     if found.split("<", 1)[0] not in wanted:
         raise PolicyError(path, f"invalid CEL: the expression evaluates to {found}; {what}")
     return program
-
-
-def check_shapes(program: cel.Program, path: str, declared: celshapes.Shapes) -> None:
-    """PolicyErrors naming ``path`` when ``program`` can never succeed given what its variables
-    are declared to hold (:mod:`.celshapes`)."""
-    found = celshapes.problems(program, declared)
-    if found:
-        raise PolicyErrors([PolicyError(path, f"invalid CEL: {problem}") for problem in found])
 
 
 def check_http_secrets(checker: Checker, ref: JSON, path: str) -> None:

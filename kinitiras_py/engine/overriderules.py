@@ -15,7 +15,6 @@ from kinitiras_py.engine.checker import (
     REF_SOURCES_WITH_PARAMS,
     Checker,
     check_http_secrets,
-    check_shapes,
     compile_cel,
     dict_of,
     javascript,
@@ -58,6 +57,7 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
             check_http_secrets(checker, ref, f"{tpath}.valueRef")
             if ref.get("from") in REF_SOURCES_WITH_PARAMS and not template.get("value"):
                 refs["valueRef"] = ref
+        checker.check_cel(errors, rendered, tpath, refs)
     custom = None
     if over.get("cel"):
         custom = checker.collect(errors, user_cel, over["cel"], f"{opath}.cel", _OVERRIDE_RESULTS,
@@ -66,7 +66,7 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
             constant = _constant_override(custom, f"{opath}.cel")
             errors += constant
             if not constant:  # a program reading no input was evaluated whole: nothing more to find
-                checker.collect(errors, check_shapes, custom, f"{opath}.cel", checker.shapes(refs))
+                checker.check_cel(errors, custom, f"{opath}.cel", refs)
     script = javascript(checker, errors, over, jsrules.MUTATE, opath)
     plaintext = list_of(over.get("plaintext"))
     errors += _check_plaintext(plaintext, f"{opath}.plaintext", checker.kinds)
@@ -77,6 +77,7 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
             made = checker.collect(errors, fanout.render, op, where)
             program = made and checker.collect(errors, compile_cel, made.source, where)
             if made is not None and program is not None:
+                checker.check_cel(errors, program, where, refs)
                 fanned[j] = (program, made.depth)
                 checker.rendered_fields.append(
                     (f"/spec/overrideRules/{index}/overriders/plaintext/{j}/renderedCel", sys.intern(made.source)))
@@ -155,7 +156,7 @@ def _constant_override(program: cel.Program, path: str) -> list[PolicyError]:
     if _INPUTS.search(program.source):
         return []
     try:
-        ops = program.evaluate({})
+        ops = program.evaluate({}, remember=False)
     except CelEvalError as e:
         return [PolicyError(path, f"the expression reads no input and fails on every request: {e}")]
     problems = []

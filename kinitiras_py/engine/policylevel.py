@@ -13,7 +13,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine.checker import REF_SOURCES_WITH_PARAMS, Checker, check_shapes, compile_cel, user_cel
+from kinitiras_py.engine.checker import REF_SOURCES_WITH_PARAMS, Checker, compile_cel, user_cel
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import criteria
 
@@ -52,8 +52,7 @@ def match_conditions(checker: Checker, conditions: list[Any], refs: dict[str, Ob
             where = f"{path}[{i}].expression"
             program = checker.collect(errors, user_cel, condition["expression"], where, CONDITION_RESULTS,
                                       "a match condition must return a bool")
-            if program is not None:  # conditions see the policy's valueRefs only
-                checker.collect(errors, check_shapes, program, where, checker.shapes(()))
+            checker.check_cel(errors, program, where, ())  # conditions see the policy's valueRefs only
         elif isinstance(condition, dict) and isinstance(condition.get("select"), str):
             for m in _SYNTHETIC.finditer(condition["select"]):
                 name = m.group(1) or m.group(2)
@@ -63,7 +62,8 @@ def match_conditions(checker: Checker, conditions: list[Any], refs: dict[str, Ob
             # Alone first, so that a select whose CEL costs too much is refused at its own field.
             source = checker.collect(errors, criteria.criterion, condition, f"{path}[{i}]")
             if source is not None:
-                checker.collect(errors, compile_cel, source, f"{path}[{i}].select")
+                program = checker.collect(errors, compile_cel, source, f"{path}[{i}].select")
+                checker.check_cel(errors, program, f"{path}[{i}].select", ())
     if errors:
         raise PolicyErrors(errors)
     source, problems = criteria.render([c for c in conditions if isinstance(c, dict)], path)

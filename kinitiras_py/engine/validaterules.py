@@ -11,7 +11,6 @@ from kinitiras_py.engine.checker import (
     REF_SOURCES_WITH_PARAMS,
     Checker,
     check_http_secrets,
-    check_shapes,
     compile_cel,
     dict_of,
     javascript,
@@ -99,12 +98,12 @@ def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[V
                 check_http_secrets(checker, ref, f"{cpath}.{name}")
                 if ref.get("from") in REF_SOURCES_WITH_PARAMS:
                     refs[name] = ref
+        checker.check_cel(errors, rendered, f"{path}.template", refs)
     custom = None
     if rule.get("cel"):
         custom = checker.collect(errors, user_cel, rule["cel"], f"{path}.cel", _VALIDATE_RESULTS,
                                  "a validate rule must return a bool or a map {valid, reason}")
-        if custom is not None:
-            checker.collect(errors, check_shapes, custom, f"{path}.cel", checker.shapes(refs))
+        checker.check_cel(errors, custom, f"{path}.cel", refs)
     script = javascript(checker, errors, rule, jsrules.VALIDATE, path)
     reject = rule.get("messageTemplate")
     if isinstance(reject, str) and not (template or rule.get("cel") or "javascript" in rule or rule.get("cue")):

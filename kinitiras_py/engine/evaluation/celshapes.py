@@ -106,7 +106,7 @@ def _failure(text: str) -> str | None:
     except CelCompileError:
         return None  # not ours to judge: the program itself compiled
     try:
-        program.evaluate({})
+        program.evaluate({}, remember=False)
     except CelEvalError as e:
         return str(e)
     return None
