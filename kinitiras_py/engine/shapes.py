@@ -1,7 +1,8 @@
 """What a policy can know, when it is admitted, of the values its rules will see: the fields of
 ``request``, the names ``params`` can hold, whether ``namespaceObject`` can ever be there, and
 which lists its objects certainly have. A rule that could only fail on every object against
-these shapes is refused then (see :mod:`.celshapes` for CEL, :mod:`.overriderules` for plaintext).
+these shapes is refused then (see :mod:`.evaluation.celshapes` for CEL, :mod:`.overriderules` for
+plaintext).
 """
 
 from __future__ import annotations

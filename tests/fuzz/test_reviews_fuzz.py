@@ -109,6 +109,13 @@ spec:
       source: |
         const jsa_validate = (obj) => obj.metadata.labels?.app === "js-refused" ? {Allowed: false} : undefined;
 """)]
+POLICIES.append({
+    "apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy", "metadata": {"name": "deploy-deep"},
+    "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}], "overrideRules": [{
+        "failurePolicy": "Ignore",
+        # Deeper than objects may nest, computed per object: the rule fails (the answer was a 500).
+        "overriders": {"cel": "[{'op': 'add', 'value': 'x', 'path': '/spec/' + "
+                              "string(object.metadata.name) + '" + "/a" * 260 + "'}]"}}]}})
 POD: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
        "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"},
                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "1",
@@ -276,9 +283,17 @@ def parsed(body: bytes) -> Any:
 
 
 def _expected_uid(doc: Any) -> str:
+    """The uid to echo: the request's, unless it is no string or holds a lone surrogate (no JSON
+    text in UTF-8 can carry it back)."""
     request = doc.get("request") if isinstance(doc, dict) else None
     uid = request.get("uid") if isinstance(request, dict) else None
-    return uid if isinstance(uid, str) else ""
+    if not isinstance(uid, str):
+        return ""
+    try:
+        uid.encode()
+    except UnicodeEncodeError:
+        return ""
+    return uid
 
 
 def check_answer(status: int, answer: Any, sent: Any, uid: str | None = None) -> None:
