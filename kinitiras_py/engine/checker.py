@@ -5,12 +5,13 @@ the checks of credentials and scripts that override and validate rules both have
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from typing import Any
 
 from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import boundary, jsrules
-from kinitiras_py.engine.evaluation import cel
+from kinitiras_py.engine import boundary, jsrules, shapes
+from kinitiras_py.engine.evaluation import cel, celshapes
 
 CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
                "Write the rule in CEL with the `cel` field instead")
@@ -37,6 +38,21 @@ class Checker:
         """Rendered CEL other than the rules' renderedCel: (JSON pointer, source)."""
         self.http_refs: list[tuple[str, Obj]] = []
         """Every ``from: http`` reference: (field path of the reference, its ``http`` block)."""
+        self.kinds = shapes.Kinds(None)
+        """What the policy's resource selectors can select."""
+        self.params: frozenset[str] = frozenset()
+        """The names of the policy's own ``valueRefs`` (every rule's ``params`` holds them)."""
+
+    def check_cel(self, errors: list[PolicyError], program: cel.Program | None, path: str,
+                  rule_params: Iterable[str]) -> None:
+        """Add to ``errors``, naming ``path``, why ``program`` can never succeed given what its
+        variables hold (:mod:`.celshapes`); ``rule_params`` are the names of the rule's own
+        references (``params`` holds the policy's valueRefs besides)."""
+        if program is None:
+            return
+        declared = celshapes.Shapes(shapes.REQUEST_FIELDS, self.params | frozenset(rule_params),
+                                    not self.kinds.without_namespace())
+        errors += [PolicyError(path, f"invalid CEL: {problem}") for problem in celshapes.problems(program, declared)]
 
     def warn(self, path: str, message: str) -> None:
         """Record a warning naming the policy and the field."""

@@ -19,7 +19,7 @@ from typing import Any
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import policylevel, selectors
+from kinitiras_py.engine import policylevel, selectors, shapes
 from kinitiras_py.engine.checker import Checker, check_reference, dict_of, list_of
 from kinitiras_py.engine.compiled import CLUSTER_KINDS, EMPTY, CompiledPolicy, OverrideRule, ValidateRule
 from kinitiras_py.engine.overriderules import override_rule
@@ -44,6 +44,8 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
     namespace = None if kind in CLUSTER_KINDS else meta.get("namespace")
     checker.name, checker.namespace = str(meta.get("name", "")), namespace
     sels = list_of(spec.get("resourceSelectors"))
+    checker.kinds = shapes.Kinds.of(sels)
+    checker.params = frozenset(str(name) for name in dict_of(spec.get("valueRefs")))
     checker.run(_check_selectors, sels)
     _selector_warnings(checker, sels, namespace)
     validating = kind in ("ClusterValidatePolicy", "ValidatePolicy")

@@ -172,10 +172,16 @@ class Program:
         """The checker's static result type: ``BOOL``, ``LIST<DYN>``, ``DYN``..."""
         return str(self._expression.return_type().name())
 
-    def evaluate(self, variables: Mapping[str, JSON] | Bindings) -> JSON:
+    def checked(self) -> bytes:
+        """The checked program: an Any-wrapped ``cel.expr.CheckedExpr`` (read by :mod:`.celcheck`)."""
+        return bytes(self._expression.serialize())
+
+    def evaluate(self, variables: Mapping[str, JSON] | Bindings, remember: bool = True) -> JSON:
         """Evaluate with ``variables`` (names from :data:`VARIABLES`; missing ones are null).
 
         Returns a plain JSON value; raises :class:`CelEvalError` when evaluation fails.
+        ``remember=False`` leaves the result cache (:mod:`.celmemo`) out: an evaluation made
+        while a policy is checked is neither looked up nor kept, nor counted.
         """
         paths, names = self.bound.paths, self.bound.variables
         if paths is not None and names is not None:
@@ -185,9 +191,9 @@ class Program:
                 bounds.check_size(self.bound, variables.longest(paths), variables.largest(names, self.bound.bytes))
         if isinstance(variables, Mapping):
             data = _projected(variables, self.reads)[0]
-            memo = celmemo.key(data)
+            memo = celmemo.key(data) if remember else None
         else:
-            memo = variables.key(self.reads)
+            memo = variables.key(self.reads) if remember else None
         if memo is not None:
             found = celmemo.RESULTS.get(self.source, memo)
             if found is not celmemo.MISSING:

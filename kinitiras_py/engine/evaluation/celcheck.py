@@ -112,7 +112,7 @@ def inspect(serialized: bytes, library: frozenset[str]) -> Findings:
                 if pattern is not None:
                     patterns.append((name, pattern))
         elif kind == 7:  # elements marked `[?x]` are unwrapped by the list itself
-            skip = {i for n, v in parts if n == 2 for i in _packed(v)}
+            skip = {i for n, v in parts if n == 2 for i in packed(v)}
             exposed = [v for i, v in enumerate(v for n, v in parts if n == 1) if i not in skip]
         elif kind == 8:  # likewise the value of a `{?k: v}` entry (field 5)
             entries = [dict(fields(v)) for n, v in parts if n == 2]
@@ -133,7 +133,8 @@ def _pattern(name: str, parts: list[tuple[int, Any]]) -> str | None:
     return pattern.decode() if isinstance(pattern, bytes) else None
 
 
-def _packed(value: int | bytes) -> list[int]:
+def packed(value: int | bytes) -> list[int]:
+    """The numbers of a repeated varint field: one, or packed in bytes."""
     if isinstance(value, int):
         return [value]
     out, i = [], 0
