@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kinitiras_py.certs import authority
 from kinitiras_py.runtime.running import update_gauges
 from kinitiras_py.webhook.app import make_app
+from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.tls import ReloadableTLS
 from tests.functional.test_webhook import (
     DENY_NS,
@@ -102,7 +103,9 @@ class _Watch:
         return {"ClusterOverridePolicy": 3, "OverridePolicy": 1, "ClusterValidatePolicy": 1, "ValidatePolicy": 0}
 
 
-async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
+async def exercise(aiohttp_client: Any) -> tuple[Handlers, TestClient]:
+    """An in-process server that has answered requests moving every metric it exports (its
+    certificate, policy counts and watches set as ``serve`` sets them): its handlers and a client."""
     fail_on_accounts = owner_policy("Fail")
     fail_on_accounts["spec"]["resourceSelectors"] = [{"apiVersion": "v1", "kind": "ServiceAccount"}]
     handlers = make_handlers([OVERSELL, LABEL_CM, DENY_NS, CM_CHECK, CM_AUDIT, owner_policy("Ignore"),
@@ -123,6 +126,11 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     synced = _Informer()
     synced.synced.set()
     update_gauges(_Watch({"ClusterOverridePolicy": synced, "OverridePolicy": _Informer()}), handlers.metrics)  # type: ignore[arg-type]
+    return handlers, client
+
+
+async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
+    handlers, client = await exercise(aiohttp_client)
     found = samples(await (await client.get("/metrics")).text())
 
     oversell, label_cm = "ClusterOverridePolicy oversell", "OverridePolicy default/label-cm"

@@ -70,7 +70,8 @@ def test_request_metrics_read_as_prometheus_client_writes_them() -> None:
 
 def _cvp(name: str, *actions: list[str]) -> CompiledPolicy:
     """A ClusterValidatePolicy whose rules (one per entry of ``actions``) all fail on any object."""
-    rules = [{"validationActions": taken, "cel": f"object.metadata.name == 'not-{i}'"} for i, taken in enumerate(actions)]
+    rules = [{"validationActions": taken, "cel": f"object.metadata.name == 'not-{i}'"}
+             for i, taken in enumerate(actions)]
     return compile_policy({"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterValidatePolicy",
                            "metadata": {"name": name}, "spec": {"validateRules": rules}})
 
