@@ -83,8 +83,8 @@ def problems(expr: str, exported: dict[str, Family]) -> list[str]:
         if not name:
             found.append("a selector without a metric name")
         elif name in series:
-            carried = series[name].labels | TARGET_LABELS | ({"le"} if name.endswith("_bucket") else set())
-            found += [f"{name} has no label {label}" for label in sorted(labels - carried)]
+            own = series[name].labels | TARGET_LABELS | ({"le"} if name.endswith("_bucket") else set())
+            found += [f"{name} has no label {label}" for label in sorted(labels - own)]
     carried = {label for name in read.metrics if name in series for label in series[name].labels}
     carried |= TARGET_LABELS | ({"le"} if any(name.endswith("_bucket") for name in read.metrics) else set())
     found += [f"no metric read carries the label {label}" for label in sorted(read.grouped - carried)]
