@@ -150,3 +150,19 @@ def test_the_service_monitor_keeps_the_endpoint_label() -> None:
     # webhook's own `endpoint` label would arrive as exported_endpoint and the queries find nothing.
     monitor = yaml.safe_load((MONITORING / "servicemonitor.yaml").read_text())
     assert all(endpoint.get("honorLabels") is True for endpoint in monitor["spec"]["endpoints"])
+
+
+def test_the_dashboard_lays_out_every_panel_with_a_query() -> None:
+    dashboard = json.loads((MONITORING / "dashboard.json").read_text())
+    panels = dashboard["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    cells: set[tuple[int, int]] = set()
+    for panel in panels:
+        pos = panel["gridPos"]
+        assert pos["x"] + pos["w"] <= 24, panel["title"]
+        mine = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"]) for y in range(pos["y"], pos["y"] + pos["h"])}
+        assert not mine & cells, f"{panel['title']} overlaps another panel"
+        cells |= mine
+        if panel["type"] != "row":
+            assert panel["targets"] and panel["datasource"]["uid"] == "${datasource}", panel["title"]
+    assert [v["name"] for v in dashboard["templating"]["list"]] == ["datasource", "policy"]
