@@ -12,7 +12,7 @@ help: ## list the targets
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet -e '.[test]'
-	command -v kubectl >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client)
+	command -v kubectl >/dev/null && command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client prometheus)
 	$(PYTHON) -m kinitiras_py dev build
 	@mkdir -p .make && touch $(STAMP)
 

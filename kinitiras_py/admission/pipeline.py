@@ -294,6 +294,7 @@ class Pipeline:
                 one = validating.validate([match], variables, params, errors, shared)
             verdict.warnings += one.warnings
             verdict.audit += one.audit
+            verdict.flagged |= one.flagged
             verdict.ignored += one.ignored
             for ref, seconds in one.timings.items():
                 verdict.timings[ref] = verdict.timings.get(ref, 0.0) + seconds

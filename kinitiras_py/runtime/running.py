@@ -71,6 +71,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
 
     certs = (certificates.rotating(api, settings.certs, inject) if settings.certs.secret
              else certificates.static(cert_dir))
+    metrics.certificate.tls = certs.tls
 
     def on_rule_failure(failure: RuleFailure) -> None:
         policy = failure.policy

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import shutil
 import subprocess
 import tempfile
@@ -146,6 +147,19 @@ def test_deployment_service_pdb_and_servicemonitor_agree(base: list[Obj]) -> Non
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= set(ports)
     anti = spec["template"]["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+
+
+@needs_kubectl
+def test_monitoring_renders_the_monitor_the_alerts_and_the_dashboard() -> None:
+    docs = render(CONFIG / "monitoring")
+    assert sorted(d["kind"] for d in docs) == ["ConfigMap", "PrometheusRule", "ServiceMonitor"]
+    assert {d["metadata"]["namespace"] for d in docs} == {NAMESPACE}
+    dashboard = one(docs, "ConfigMap")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["kinitiras-py.json"]) == json.loads(
+        (CONFIG / "monitoring" / "dashboard.json").read_text())
+    rule = yaml.safe_load((CONFIG / "monitoring" / "prometheusrule.yaml").read_text())
+    assert one(docs, "PrometheusRule")["spec"] == rule["spec"]
 
 
 @needs_kubectl
