@@ -57,6 +57,14 @@ READS = [  # what a CEL rule writes into its annotation
 ]
 STRINGS = len(READS) - 2
 """The reads before this one give strings, those after it maps."""
+
+
+def writes(n: int, annotation: str) -> dict[str, Any]:
+    """A rule whose CEL writes ``READS[n]`` into ``annotation``."""
+    value = READS[n]
+    return {"overriders": {"cel": f'[{{"op": "add", "path": "/metadata/annotations/{annotation}", "value": {value}}}]'}}
+
+
 OPS = st.one_of(  # what a plaintext rule does
     st.builds(lambda w, v: {"op": "add", "path": f"/spec/nodeSelector/zone-{w}", "value": v},
               st.sampled_from(WORDS), st.sampled_from(WORDS)),
@@ -68,8 +76,7 @@ OPS = st.one_of(  # what a plaintext rule does
     st.just({"op": "remove", "path": "/spec/extra"}),
 )
 OVERRIDERS = st.one_of(
-    st.builds(lambda n: {"cel": f'[{{"op": "add", "path": "/metadata/annotations/r{n}", "value": {READS[n]}}}]'},
-              st.integers(0, len(READS) - 1)),
+    st.builds(lambda n: writes(n, f"r{n}")["overriders"], st.integers(0, len(READS) - 1)),
     st.builds(lambda n: {"cel": f'({READS[n]}) == "none" ? [] : '  # changes nothing while it reads "none"
                                 '[{"op": "add", "path": "/metadata/annotations/seen", "value": "yes"}]'},
               st.integers(0, STRINGS - 1)),
@@ -79,9 +86,7 @@ OVERRIDERS = st.one_of(
 )
 RULE = st.fixed_dictionaries({"overriders": OVERRIDERS}, optional={"failurePolicy": st.sampled_from(["Ignore"])})
 STALE = st.builds(  # issue 21's shape: a read, a change, the same read again
-    lambda n, ops: [{"overriders": {"cel": f'[{{"op": "add", "path": "/metadata/annotations/r{n}", "value": {READS[n]}}}]'}},
-                    {"overriders": {"plaintext": ops}},
-                    {"overriders": {"cel": f'[{{"op": "add", "path": "/metadata/annotations/s{n}", "value": {READS[n]}}}]'}}],
+    lambda n, ops: [writes(n, f"r{n}"), {"overriders": {"plaintext": ops}}, writes(n, f"s{n}")],
     st.integers(0, len(READS) - 1), st.lists(OPS, min_size=1, max_size=2))
 RULES = st.lists(st.one_of(RULE.map(lambda rule: [rule]), STALE), min_size=1, max_size=4).map(
     lambda blocks: [rule for block in blocks for rule in block])
@@ -100,9 +105,9 @@ PODS = st.builds(
     st.sampled_from(WORDS), st.dictionaries(st.sampled_from(KEYS), st.sampled_from(WORDS), max_size=12),
     st.dictionaries(st.sampled_from([f"zone-{w}" for w in KEYS]), st.sampled_from(WORDS), max_size=10),
     st.fixed_dictionaries({}, optional={"extra": st.sampled_from(WORDS)}))
-STALE_COPY = ([{"overriders": {"cel": f'[{{"op": "add", "path": "/metadata/annotations/r0", "value": {ZONE}}}]'}},
+STALE_COPY = ([writes(0, "r0"),
                {"overriders": {"plaintext": [{"op": "add", "path": "/spec/nodeSelector/zone-w1", "value": "eu"}]}},
-               {"overriders": {"cel": f'[{{"op": "add", "path": "/metadata/annotations/r1", "value": {ZONE}}}]'}}],
+               writes(0, "r1")],
               [],
               {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w1", "namespace": "team-a", "labels": {},
                                                                "annotations": {}},

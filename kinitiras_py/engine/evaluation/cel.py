@@ -31,6 +31,9 @@ cel-expr-python 0.1.3, and what this module does about it
       ``orValue()``. This is checked at compile time (:func:`celcheck.inspect`).
     * The branches of ``c ? a : b`` must have one static type: ``c ? {'a': 1} : {'b': 'x'}``
       does not compile, ``c ? dyn({'a': 1}) : dyn({'b': 'x'})`` does.
+    * Maps have no order of their own (a hash table's, changing between evaluations): loops
+      over a map run over its keys sorted, and maps in results and in our functions' arguments
+      are put in that order (:mod:`.celorder`), so that the same input gives the same result.
     * Selecting a field of ``null`` is an error, even under ``has()`` or ``.?``: on CREATE
       ``oldObject.metadata``, ``has(oldObject.metadata)`` and ``oldObject.?metadata`` all fail,
       so test ``oldObject != null`` first.

@@ -25,13 +25,13 @@ list 7, struct 8 {entries 2}, comprehension 9 {range 2, iter_var2 8}}; Type {lis
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, Final
 
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_bindings
 
 from kinitiras_py.engine.evaluation import celbridge, celvalues
-from kinitiras_py.engine.evaluation.celcheck import fields
+from kinitiras_py.engine.evaluation.celcheck import CHILDREN, fields
 
 FUNCTION: Final = "@sortedKeys"
 """The function giving a map's keys in order; the @ keeps it out of reach of policies' CEL."""
@@ -39,9 +39,7 @@ _SPELLED: Final = "sortedKeys"
 """How the template spells it (a name its own environment declares)."""
 _OVERLOAD: Final = "sorted_keys_list"
 _PLACEHOLDER: Final = "range"
-_CHILDREN: Final = {5: (1,), 6: (1, 3), 7: (1,), 9: (2, 4, 5, 6, 7)}
-"""Sub-expression fields per Expr kind (a struct's are in its entries, :data:`_ENTRY`)."""
-_ENTRY: Final = (3, 4)
+_Fields = list[tuple[int, Any]]
 
 
 def sorted_keys(keys: list[Any]) -> list[Any]:
@@ -61,53 +59,38 @@ def _declared(name: str) -> cel.FunctionDecl:
 
 
 @functools.cache
-def _template() -> tuple[bytes, list[tuple[int, bytes]], list[tuple[int, bytes]], int]:
-    """The wrapper of a range, checked: its Expr, reference and type entries, and its largest id."""
-    env = cel.NewEnv(variables={_PLACEHOLDER: cel.Type.DYN}, extensions=[ext_bindings.ExtBindings()],
-                     functions=[_declared(_SPELLED)])
+def _template() -> tuple[bytes, _Fields, int]:
+    """The wrapper of a range, checked: its Expr, its reference and type entries (CheckedExpr
+    fields 2 and 3), and its largest id."""
+    env = cel.NewEnv(variables={_PLACEHOLDER: cel.Type.DYN}, functions=[_declared(_SPELLED)])
     source = f"[{_PLACEHOLDER}].map(r, type(r) == map ? {_SPELLED}(r.map(k, k)) : r)[0]"
     checked = fields(dict(fields(env.compile(source).serialize()))[2])
     expr = next(v for n, v in checked if n == 4)
-    references, types = _entries(checked, 2), _entries(checked, 3)
-    return expr, references, types, max(_ids(expr))
-
-
-def _entries(checked: list[tuple[int, Any]], number: int) -> list[tuple[int, bytes]]:
-    out = []
-    for n, entry in checked:
-        if n == number:
-            parts = dict(fields(entry))
-            out.append((parts.get(1, 0), parts.get(2, b"")))
-    return out
+    return expr, [(n, v) for n, v in checked if n in (2, 3)], max(_ids(expr))
 
 
 def _ids(expr: bytes) -> list[int]:
-    out: list[int] = []
-    pending = [expr]
-    while pending:
-        for kind, body in fields(pending.pop()):
-            if kind == 2:
-                out.append(body)
-            elif kind in _CHILDREN:
-                pending.extend(v for n, v in fields(body) if n in _CHILDREN[kind])
-            elif kind == 8:
-                pending.extend(v for m, entry in fields(body) if m == 2 for n, v in fields(entry) if n in _ENTRY)
-    return out
+    """The ids of ``expr`` and of every expression in it."""
+    found: list[int] = []
+
+    def note(buf: bytes) -> bytes:
+        found.append(dict(fields(buf)).get(2, 0))
+        return _rebuilt(buf, note)
+
+    note(expr)
+    return found
 
 
 def _varint(value: int) -> bytes:
     out = bytearray()
-    while True:
-        byte = value & 0x7F
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
         value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    out.append(value)
+    return bytes(out)
 
 
-def _message(parts: list[tuple[int, Any]]) -> bytes:
+def _message(parts: _Fields) -> bytes:
     """Encode fields as :func:`.celcheck.fields` reads them: ints as varints, bytes length-delimited
     (no fixed-width field is ever re-encoded here: constants are kept as they are)."""
     out = bytearray()
@@ -119,97 +102,92 @@ def _message(parts: list[tuple[int, Any]]) -> bytes:
     return bytes(out)
 
 
+def _rebuilt(expr: bytes, child: Callable[[bytes], bytes],
+             field: Callable[[int, int, Any], Any] = lambda kind, number, value: value) -> bytes:
+    """``expr`` with ``child`` applied to each of its sub-expressions and ``field(kind, number,
+    value)`` to its own fields (kind 0) and to those of its kind's message (a struct's entries:
+    kind -8); the very bytes when nothing changed."""
+
+    def parts_of(kind: int, buf: bytes) -> bytes:
+        parts = fields(buf)
+        out: _Fields = []
+        for number, value in parts:
+            if kind == 8 and number == 2:
+                new = parts_of(-8, value)
+            elif kind != 8 and number in CHILDREN.get(-kind if kind < 0 else kind, ()):
+                new = child(value)
+            else:
+                new = field(kind, number, value)
+            out.append((number, new))
+        return _same(buf, parts, out)
+
+    parts = fields(expr)
+    return _same(expr, parts, [(kind, parts_of(kind, body) if kind in CHILDREN else field(0, kind, body))
+                               for kind, body in parts])
+
+
+def _same(buf: bytes, parts: _Fields, out: _Fields) -> bytes:
+    """``buf`` when ``out`` holds the very values of ``parts``, else ``out`` encoded."""
+    return buf if all(new is old for (_, new), (_, old) in zip(out, parts, strict=True)) else _message(out)
+
+
 class _Rewriter:
-    """Rewrites the ranges of one program; :attr:`references` and :attr:`types` gather the entries
-    of the wrappers spliced in."""
+    """Wraps the ranges of one program's loops that may be maps; :attr:`entries` gathers the
+    reference and type entries of the wrappers spliced in."""
 
     def __init__(self, types: dict[int, bytes], next_id: int) -> None:
         self.types = types
         self.next_id = next_id
-        self.references: list[tuple[int, bytes]] = []
-        self.added_types: list[tuple[int, bytes]] = []
+        self.entries: _Fields = []
 
     def expr(self, buf: bytes) -> bytes:
-        parts = fields(buf)
-        changed = False
-        out = []
-        for kind, body in parts:
-            new = body
-            if kind in _CHILDREN or kind == 8:
-                new = self.children(kind, body)
-            changed |= new is not body
-            out.append((kind, new))
-        return _message(out) if changed else buf
+        rewritten = _rebuilt(buf, self.expr)
+        loop = dict(fields(rewritten)).get(9)
+        if loop is None or not self.may_be_map(fields(loop)):
+            return rewritten
+        parts = [(n, self.wrap(v) if n == 2 else v) for n, v in fields(loop)]
+        return _message([(n, _message(parts) if n == 9 else v) for n, v in fields(rewritten)])
 
-    def children(self, kind: int, body: bytes) -> bytes:
-        parts = fields(body)
-        changed = False
-        out = []
-        for n, value in parts:
-            new = value
-            if kind == 8 and n == 2:
-                new = self.children(-1, value)  # an entry
-            elif (kind == -1 and n in _ENTRY) or (kind in _CHILDREN and n in _CHILDREN[kind]):
-                new = self.expr(value)
-                if kind == 9 and n == 2 and self.wrapped(parts, value):
-                    new = self.wrap(new)
-            changed |= new is not value
-            out.append((n, new))
-        return _message(out) if changed else body
-
-    def wrapped(self, comprehension: list[tuple[int, Any]], range_expr: bytes) -> bool:
+    def may_be_map(self, loop: _Fields) -> bool:
         """Whether the loop's range may be a map: not an empty list (``cel.bind``), not a
-        two-variable loop, not typed a list by the checker."""
-        if any(n == 8 and v for n, v in comprehension):
+        two-variable loop, not typed a list by the checker (Type field 6)."""
+        if any(n == 8 and v for n, v in loop):
             return False
-        found = dict(fields(range_expr))
+        found = dict(fields(dict(loop).get(2, b"")))
         body = found.get(7)
         if isinstance(body, bytes) and not any(n == 1 for n, _ in fields(body)):
             return False
         return 6 not in dict(fields(self.types.get(found.get(2, -1), b"")))
 
     def wrap(self, range_expr: bytes) -> bytes:
-        template, references, types, largest = _template()
+        """The template around ``range_expr``: its ids moved past every id used so far, the
+        placeholder replaced by the range, the function renamed to :data:`FUNCTION`."""
+        template, entries, largest = _template()
         offset = self.next_id
         self.next_id += largest + 1
-        placeholder: list[int] = []
-        spliced = self.renumbered(template, offset, range_expr, placeholder)
-        self.references += [(key + offset, value) for key, value in references if key + offset not in placeholder]
-        self.added_types += [(key + offset, value) for key, value in types if key + offset not in placeholder]
+        replaced: list[int] = []
+
+        def field(kind: int, number: int, value: Any) -> Any:
+            if (kind == 0 and number == 2) or (kind == -8 and number == 1):  # an Expr's or an entry's id
+                return value + offset
+            if kind == 6 and number == 2 and value == _SPELLED.encode():
+                return FUNCTION.encode()
+            return value
+
+        def moved(buf: bytes) -> bytes:
+            found = dict(fields(buf))
+            if 4 in found and dict(fields(found[4])).get(1) == _PLACEHOLDER.encode():
+                replaced.append(found.get(2, 0) + offset)
+                return range_expr
+            return _rebuilt(buf, moved, field)
+
+        spliced = moved(template)
+        for number, entry in entries:
+            key_value = dict(fields(entry))
+            key = key_value.get(1, 0) + offset
+            if key not in replaced:  # the placeholder's entries: the range has its own
+                self.entries.append((number, _message([(1, key), (2, key_value.get(2, b""))])))
         return spliced
-
-    def renumbered(self, buf: bytes, offset: int, range_expr: bytes, placeholder: list[int]) -> bytes:
-        """The template's ``buf`` with ids moved by ``offset``, the placeholder replaced by the
-        range and the function renamed to :data:`FUNCTION`."""
-        parts = fields(buf)
-        found = dict(parts)
-        if 4 in found and dict(fields(found[4])).get(1) == _PLACEHOLDER.encode():
-            placeholder.append(found[2] + offset)
-            return range_expr
-        out: list[tuple[int, Any]] = []
-        for kind, body in parts:
-            if kind == 2:
-                out.append((kind, body + offset))
-            elif kind in _CHILDREN or kind == 8:
-                out.append((kind, self.renumbered_children(kind, body, offset, range_expr, placeholder)))
-            else:
-                out.append((kind, body))
-        return _message(out)
-
-    def renumbered_children(self, kind: int, body: bytes, offset: int, range_expr: bytes,
-                            placeholder: list[int]) -> bytes:
-        out: list[tuple[int, Any]] = []
-        for n, value in fields(body):
-            if kind == 8 and n == 2:
-                value = self.renumbered_children(-1, value, offset, range_expr, placeholder)
-            elif kind == -1 and n == 1:
-                value = value + offset  # an entry's id
-            elif (kind == -1 and n in _ENTRY) or (kind in _CHILDREN and n in _CHILDREN[kind]):
-                value = self.renumbered(value, offset, range_expr, placeholder)
-            elif kind == 6 and n == 2 and value == _SPELLED.encode():
-                value = FUNCTION.encode()
-            out.append((n, value))
-        return _message(out)
 
 
 def ordered(serialized: bytes) -> bytes | None:
@@ -220,11 +198,10 @@ def ordered(serialized: bytes) -> bytes | None:
     expr = next((v for n, v in checked if n == 4), None)
     if expr is None:
         return None
-    rewriter = _Rewriter(dict(_entries(checked, 3)), max(_ids(expr), default=0) + 1)
+    types = {dict(fields(entry)).get(1, 0): dict(fields(entry)).get(2, b"") for n, entry in checked if n == 3}
+    rewriter = _Rewriter(types, max(_ids(expr)) + 1)
     new = rewriter.expr(expr)
     if new is expr:
         return None
-    entries = [(2, _message([(1, key), (2, value)])) for key, value in rewriter.references] + \
-              [(3, _message([(1, key), (2, value)])) for key, value in rewriter.added_types]
-    rebuilt = [(n, new if n == 4 else v) for n, v in checked] + entries
+    rebuilt = [(n, new if n == 4 else v) for n, v in checked] + rewriter.entries
     return _message([(n, _message(rebuilt) if n == 2 else v) for n, v in wrapper])
