@@ -16,10 +16,12 @@ from typing import Any
 import orjson
 import pytest
 
+from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.offline.apply import Case, compile_all, run
 from kinitiras_py.offline.static import StaticStore
+from kinitiras_py.webhook import answers
 from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.metrics import Metrics
 
@@ -70,9 +72,13 @@ def review(uid: str) -> bytes:
 def test_through_the_webhook_the_last_reader_sees_the_key_written_before_it(first: str) -> None:
     compiled = compile_all(policies(first))
     handlers = Handlers(Pipeline(PolicyIndex(compiled), PolicyIndex(), StaticStore([])), Metrics())
-    for uid in ("u-1", "u-2", "u-3"):  # then from the memory of mutations, then from the remembered answers
+    for uid, cache in (("u-1", None), ("u-2", answers.ANSWERS), ("u-3", mutationmemo.MUTATIONS)):
+        if cache is mutationmemo.MUTATIONS:  # the remembered answers off: the memory of mutations answers
+            answers.configure(0)
+        hits = 0 if cache is None else cache.hits
         out, code = asyncio.run(handlers.answer("mutate", review(uid)))
         assert code == 200
+        assert cache is None or cache.hits == hits + 1
         response = orjson.loads(out)["response"]
         patch = orjson.loads(base64.b64decode(response["patch"]))
         assert {"op": "add", "path": "/metadata/annotations/c", "value": "eu"} in patch
