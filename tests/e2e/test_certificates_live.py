@@ -17,9 +17,7 @@ every ConfigMap admission there reach the webhook, which proves each call succee
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import collections
 import hashlib
 import json
 import os
@@ -39,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import aiohttp
 import pytest
 
 from kinitiras_py.certs import authority
@@ -48,6 +45,7 @@ from kinitiras_py.dev import processes
 from kinitiras_py.dev.rest import Rest
 from kinitiras_py.webhook.tls import leaf_fingerprint
 from tests.conftest import Cluster
+from tests.e2e.stream import Stream
 
 pytestmark = pytest.mark.cluster
 
@@ -161,8 +159,9 @@ class Rig:
         assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
         return proc.stdout
 
-    def start(self, name: str, webhook_url: str | None = None, port: int | None = None) -> Replica:
-        """Start a replica (not waiting for it)."""
+    def start(self, name: str, webhook_url: str | None = None, port: int | None = None,
+              extra: tuple[str, ...] = ()) -> Replica:
+        """Start a replica (not waiting for it); ``extra`` are more `serve` flags."""
         port = port or processes.free_port()
         url = webhook_url or f"https://127.0.0.1:{port}"
         log = self.work / f"{name}.log"
@@ -173,7 +172,8 @@ class Rig:
                  "--metrics-address=", "--log-level=debug", f"--cert-secret={SECRET}",
                  f"--service-namespace={self.namespace}", "--cert-ip=127.0.0.1", "--label-excluded-namespaces",
                  f"--lease-name={self.lease}", f"--mutating-config={self.config}",
-                 f"--validating-config={self.config}", "--cert-check-interval=3600", "--cert-poll-interval=1"],
+                 f"--validating-config={self.config}", "--cert-check-interval=3600", "--cert-poll-interval=1",
+                 *extra],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=dict(os.environ, POD_NAME=name))
         replica = Replica(name, port, proc, log)
@@ -268,111 +268,7 @@ def rig(cluster: Cluster) -> Iterator[Rig]:
         owned.cleanup()
 
 
-# -- admissions through the API server --------------------------------------------------------------------
-
-
-@dataclass
-class StreamReport:
-    sent: int
-    statuses: collections.Counter[int]
-    failures: list[str]
-    send_span: float
-    total_span: float
-    latencies: list[float]
-    error: str | None = None
-    """Why the stream itself broke (None when it ran to the end)."""
-
-    @property
-    def rate(self) -> float:
-        """Requests sent per second."""
-        return self.sent / self.send_span if self.send_span else 0.0
-
-    def describe(self) -> str:
-        lat = sorted(self.latencies) or [0.0]
-        return (f"{self.sent} sent in {self.send_span:.1f} s ({self.rate:.1f} req/s), statuses {dict(self.statuses)}, "
-                f"failures {len(self.failures)}, latency p50 {lat[len(lat) // 2] * 1000:.0f} ms "
-                f"p99 {lat[int(len(lat) * 0.99)] * 1000:.0f} ms max {lat[-1] * 1000:.0f} ms")
-
-
-class Stream:
-    """Dry-run ConfigMap creations at a steady ``rate`` for ``duration`` seconds, in a thread of its own
-    (asyncio + aiohttp, the admin token). Each one passes the webhooks; anything but 201 is a failure."""
-
-    def __init__(self, rest: Rest, namespace: str, *, rate: float, duration: float, prefix: str,
-                 concurrency: int = 200) -> None:
-        self.rest, self.namespace, self.rate, self.duration = rest, namespace, rate, duration
-        self.prefix, self.concurrency = prefix, concurrency
-        self.t0 = 0.0
-        self.results: list[tuple[float, int, str]] = []
-        """(latency s, status or 0, detail) of each completed request."""
-        self.send_span = 0.0
-        self.total_span = 0.0
-        self._started = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), name="admission-stream", daemon=True)
-        self._error: BaseException | None = None
-
-    def start(self) -> Stream:
-        self._thread.start()
-        assert self._started.wait(10), "the stream did not start"
-        return self
-
-    def elapsed(self) -> float:
-        return time.monotonic() - self.t0
-
-    def failures_so_far(self) -> int:
-        return sum(1 for _, status, _ in list(self.results) if status != 201)
-
-    def join(self) -> StreamReport:
-        """Wait for the end; never raises (it runs in ``finally`` blocks): see ``StreamReport.error``."""
-        self._thread.join(self.duration + 60)
-        error = "the stream did not finish" if self._thread.is_alive() else None
-        if self._error is not None:
-            error = f"the stream broke: {self._error!r}"
-        statuses = collections.Counter(status for _, status, _ in self.results)
-        failures = [detail for _, status, detail in self.results if status != 201]
-        return StreamReport(len(self.results), statuses, failures, self.send_span, self.total_span,
-                            [lat for lat, _, _ in list(self.results)], error)
-
-    async def _run(self) -> None:
-        try:
-            ctx = ssl.create_default_context(cafile=self.rest.ca_file)
-            connector = aiohttp.TCPConnector(ssl=ctx, limit=self.concurrency)
-            headers = {"Authorization": f"Bearer {self.rest.token}", "Accept": "application/json"}
-            async with aiohttp.ClientSession(connector=connector, headers=headers,
-                                             timeout=aiohttp.ClientTimeout(total=30)) as session:
-                url = f"{self.rest.server}/api/v1/namespaces/{self.namespace}/configmaps?dryRun=All"
-                slots = asyncio.Semaphore(self.concurrency)
-                tasks = []
-                total = int(self.rate * self.duration)
-                self.t0 = time.monotonic()
-                self._started.set()
-                for i in range(total):
-                    delay = self.t0 + i / self.rate - time.monotonic()
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                    await slots.acquire()
-                    tasks.append(asyncio.create_task(self._one(session, url, i, slots)))
-                self.send_span = time.monotonic() - self.t0
-                await asyncio.gather(*tasks)
-                self.total_span = time.monotonic() - self.t0
-        except BaseException as e:  # reported by join()
-            self._error = e
-            self._started.set()
-
-    async def _one(self, session: aiohttp.ClientSession, url: str, i: int, slots: asyncio.Semaphore) -> None:
-        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{self.prefix}-{i}"},
-                "data": {"i": str(i)}}
-        start = time.monotonic()
-        try:
-            async with session.post(url, json=body) as resp:
-                text = await resp.text()
-                status = resp.status
-        except Exception as e:
-            status, text = 0, repr(e)
-        finally:
-            slots.release()
-        detail = "" if status == 201 else f"t={start - self.t0:.2f}s #{i}: {status} {text[:300]}"
-        self.results.append((time.monotonic() - start, status, detail))
+# -- observers ---------------------------------------------------------------------------------------------
 
 
 class LeafProbe:
