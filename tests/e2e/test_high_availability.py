@@ -282,6 +282,7 @@ def test_the_follower_takes_over_when_the_holder_is_killed(rig: Rig) -> None:
         killed_at, killed_wall = time.monotonic(), time.time()
         os.kill(holder.proc.pid, signal.SIGKILL)
         holder.proc.wait(30)
+        reaped_at = time.monotonic()
         poll(lambda: proxy.open_links(holder.port) == 0, 30, "the proxy to close the connections into the dead replica",
              interval=0.005)
         gone_at = time.monotonic()
@@ -303,10 +304,10 @@ def test_the_follower_takes_over_when_the_holder_is_killed(rig: Rig) -> None:
     failed = [a for a in report.admissions if not a.ok]
     after = [a for a in report.admissions if a.start > gone_at]
     print(f"\nhigh availability: {report.describe()}; {holder.name} killed at t={killed_at - stream.t0:.2f} s "
-          f"with {len(open_at_kill)} admissions open, its connections closed {1000 * (gone_at - killed_at):.0f} ms "
-          f"later; in flight {len(in_flight)}, failed {len(failed)} ({_summary(failed)}); "
-          f"{len(after)} started after, all to succeed; {follower.name} took the Lease {handover:.1f} s after "
-          f"the kill; "
+          f"with {len(open_at_kill)} admissions open, dead (reaped) {1000 * (reaped_at - killed_at):.0f} ms and its "
+          f"connections closed {1000 * (gone_at - killed_at):.0f} ms later; in flight {len(in_flight)}, "
+          f"failed {len(failed)} ({_summary(failed)}); {len(after)} started after, all to succeed; "
+          f"{follower.name} took the Lease {handover:.1f} s after the kill; "
           f"proxy connections {dict(proxy.connections)}, connect failures {dict(proxy.connect_failures)}")
     assert_stream_ran(report)
     unexplained = [a.detail for a in failed if not a.overlaps(killed_at, gone_at)]
