@@ -26,6 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="host:port for plain-HTTP /metrics; empty serves it on the webhook port")
     p.add_argument("--deadline", type=_positive_seconds, default=2.5,
                    help="answer within this many seconds (below the webhook timeout, default %(default)s)")
+    p.add_argument("--drain-seconds", type=_seconds, default=0.0,
+                   help="after SIGTERM, keep answering this long (closing each connection after its answer) "
+                        "before closing the listener: set it to how long the Service's endpoints take to drop "
+                        "a terminating pod (the deploy manifests use 10); the Lease is released at once "
+                        "(default %(default)s)")
     p.add_argument("--cel-results-mib", type=_mebibytes, default=celmemo.DEFAULT_BYTES / 2**20,
                    help="memory for CEL results remembered by the parts of an object a rule reads, so Pods of "
                         "one template are evaluated once (0 switches it off; default %(default)s)")
@@ -80,6 +85,13 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds, not {text}")
+    return value
+
+
 def _mebibytes(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 1024:
@@ -105,7 +117,8 @@ def _serve(args: argparse.Namespace) -> int:
         selector = {"matchLabels": {key: value}}
     settings = Settings(
         server=ServerSettings(bind_address=args.bind_address, port=args.port, cert_dir=args.cert_dir,
-                              metrics_address=args.metrics_address, deadline=args.deadline),
+                              metrics_address=args.metrics_address, deadline=args.deadline,
+                              drain_seconds=args.drain_seconds),
         registration=Registration(
             mutating_name=args.mutating_config, validating_name=args.validating_config, url=args.webhook_url,
             service_name=args.service_name, service_namespace=args.service_namespace,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -44,8 +45,18 @@ def _split_address(address: str) -> tuple[str, int]:
 
 async def run(settings: Settings, stop: asyncio.Event | None = None,
               started: Callable[[int], Awaitable[None]] | None = None) -> None:
-    """Serve until ``stop`` is set (or SIGTERM/SIGINT), then shut down in order."""
-    stop = stop or _signal_event()
+    """Serve until ``stop`` is set (or SIGTERM/SIGINT), then shut down in order.
+
+    Once asked to stop, the replica gives up the Lease at once and keeps answering for
+    ``settings.server.drain_seconds`` (the API server may send requests until it sees the pod
+    leave the Service's endpoints), then stops accepting and lets in-flight requests finish.
+    SIGINT, or a second signal, ends the drain early.
+    """
+    if stop is None:
+        signals = _Signals()
+        stop, hurry = signals.stop, signals.hurry
+    else:
+        hurry = asyncio.Event()
     api = await cluster_client.api_client(settings.kubeconfig)
     metrics = Metrics()
     watch = PolicyWatch(api)
@@ -98,8 +109,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     if not settings.register:
         registered.set()
     handlers = Handlers(pipeline, metrics, deadline=settings.server.deadline,
-                        ready=lambda: (watch.synced.is_set() and registered.is_set() and hooks_built.is_set()
-                                       and certs.ready()),
+                        ready=lambda: (not server.draining and watch.synced.is_set() and registered.is_set()
+                                       and hooks_built.is_set() and certs.ready()),
                         on_rule_failure=on_rule_failure,
                         on_policy_admitted=reconciler.include if settings.register else None,
                         failure_policy=settings.registration.failure_policy)
@@ -132,10 +143,12 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         log.info("ready", extra={"policies": watch.counts()})
         await stop.wait()
     finally:
-        log.info("shutting down")
+        drain = settings.server.drain_seconds if stop.is_set() else 0.0  # a failure stops at once
+        log.info("shutting down", extra={"drain_seconds": drain})
+        if drain:
+            server.drain()
+        await asyncio.gather(_wait(hurry, drain), _step_down(reconciler, certs))
         await server.stop()
-        await reconciler.stop()
-        await certs.stop()
         await aiotasks.cancel(gauges)
         await watch.stop()
         await feed.stop()
@@ -159,9 +172,29 @@ async def _update_gauges(watch: PolicyWatch, metrics: Metrics) -> None:
         await asyncio.sleep(5)
 
 
-def _signal_event() -> asyncio.Event:
-    event = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, event.set)
-    return event
+async def _step_down(reconciler: Reconciler, certs: certificates.Certificates) -> None:
+    """Stop writing the webhook configurations and release the Lease, so a follower leads at its next try."""
+    await reconciler.stop()
+    await certs.stop()
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    """Until ``event`` is set or ``seconds`` have passed."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+
+
+class _Signals:
+    """SIGTERM (what Kubernetes sends) sets :attr:`stop`; SIGINT, or any signal after the first,
+    also sets :attr:`hurry`, which cuts the drain short."""
+
+    def __init__(self) -> None:
+        self.stop, self.hurry = asyncio.Event(), asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self._received, False)
+        loop.add_signal_handler(signal.SIGINT, self._received, True)
+
+    def _received(self, interactive: bool) -> None:
+        if interactive or self.stop.is_set():
+            self.hurry.set()
+        self.stop.set()

@@ -22,6 +22,9 @@ class ServerSettings:
     metrics_address: str = ":8080"
     """host:port of a separate plain-HTTP /metrics listener; empty serves /metrics on the webhook port."""
     deadline: float = 2.5
+    drain_seconds: float = 0.0
+    """After SIGTERM, keep answering (every connection closed after its answer) this long before
+    the listener closes: the time the Service's endpoints take to drop a terminating pod."""
     shutdown_timeout: float = 10.0
 
 

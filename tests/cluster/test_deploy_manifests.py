@@ -189,6 +189,10 @@ def test_the_container_is_locked_down_and_its_args_are_serve_flags(base: list[Ob
     assert (args.port, args.cert_dir, args.metrics_address) == (8443, Path("/certs"), ":8080")
     assert (args.service_name, args.service_namespace) == (service_name(base), NAMESPACE)
     assert args.mutating_config == args.validating_config == "kinitiras-py"
+    # a stopping replica drains for a while, then waits for requests in flight; the kubelet must not
+    # SIGKILL it before (shutdown of the rest takes a few seconds more)
+    assert args.drain_seconds >= 5
+    assert pod["terminationGracePeriodSeconds"] >= args.drain_seconds + args.deadline + 5
 
 
 def service_name(base: list[Obj]) -> str:

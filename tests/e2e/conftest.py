@@ -153,4 +153,4 @@ def apply_policy(cluster: Cluster, text: str, resource: str, name: str, rules: i
         got = cluster.kubectl("get", resource, name, *where, "-o", f"jsonpath={fields}").stdout.split()
         return len(got) == 4 and got[0] == got[1] and got[2:] == ["True", str(rules)]
 
-    assert wait_for(in_force, 10), cluster.kubectl("get", resource, name, *where, "-o", "yaml").stdout
+    assert wait_for(in_force, 60), cluster.kubectl("get", resource, name, *where, "-o", "yaml").stdout

@@ -99,7 +99,7 @@ def apply_policy(cluster: Cluster, policy: dict[str, Any], resource: str, namesp
         out = cluster.kubectl("get", resource, name, "-n", namespace, "--no-headers").stdout.split()
         return out[1:3] == ["True", str(rules)]
 
-    assert wait_for(ready, 10), cluster.kubectl("get", resource, name, "-n", namespace, "-o", "yaml").stdout
+    assert wait_for(ready, 60), cluster.kubectl("get", resource, name, "-n", namespace, "-o", "yaml").stdout
 
 
 def label_policy(name: str, url: str, path: str, failure_policy: str = "Fail", timeout: float = 1,
@@ -161,14 +161,14 @@ def test_validate_condition_reads_the_http_answer(cluster: Cluster, webhook: Web
 def test_slow_endpoint_with_failure_policy_fail_denies(cluster: Cluster, webhook: Webhook, namespace: str,
                                                        lookups: Lookups) -> None:
     apply_policy(cluster, label_policy("slow-fail", f"{lookups.url}/slow", "body.team"), "op", namespace)
-    started = time.monotonic()
     code, stderr = create_configmap(cluster, namespace, "late-1")
-    elapsed = time.monotonic() - started
     assert code != 0
+    # The webhook answered, after its own 1 s lookup timeout: the denial is ours, not the API server's
+    # "failed calling webhook" at its 3 s webhook timeout (what a wall clock said here depended on
+    # how busy the machine was).
     assert f"policy OverridePolicy {namespace}/slow-fail, rule 0: http reference: " in stderr
     assert f"GET {lookups.url}/slow?name=late-1: no answer within 1 s" in stderr
-    # The webhook answered after its own 1 s lookup timeout, not the API server's 3 s webhook timeout.
-    assert elapsed < SLOW_SECONDS, elapsed
+    assert "failed calling webhook" not in stderr and "deadline exceeded" not in stderr
     assert cluster.kubectl("get", "cm", "late-1", "-n", namespace).returncode != 0
 
 
@@ -195,7 +195,7 @@ def test_non_json_answer_denies_and_the_placeholder_is_filled(cluster: Cluster, 
     assert f"policy OverridePolicy {namespace}/text-answer, rule 0: http reference: " in stderr
     assert "is not JSON" in stderr and "maintenance" in stderr
     # {{metadata.name}} in params reached the server as ?name=<the object's name>.
-    assert wait_for(lambda: {"name": ["plain-1"]} in lookups.queries("/text"), 2), lookups.seen
+    assert wait_for(lambda: {"name": ["plain-1"]} in lookups.queries("/text"), 30), lookups.seen
 
 
 def test_error_status_denies_naming_the_status(cluster: Cluster, webhook: Webhook, namespace: str,

@@ -23,6 +23,7 @@ def test_a_path_the_machine_refuses_is_one_line(tmp_path: Path, capsys: pytest.C
     ("--cert-check-interval", "inf"), ("--cert-check-interval", "-5"), ("--cert-poll-interval", "nan"),
     ("--cel-results-mib", "nan"), ("--cel-results-mib", "-1"), ("--cel-results-mib", "lots"),
     ("--mutation-results-mib", "inf"), ("--mutation-results-mib", "-0.5"), ("--mutation-results-mib", "1e999"),
+    ("--drain-seconds", "-1"), ("--drain-seconds", "nan"), ("--drain-seconds", "1e9"), ("--drain-seconds", "soon"),
 ])
 def test_serve_refuses_flags_that_cannot_work(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
