@@ -74,6 +74,7 @@ def test_near_misses_are_refused(url: str) -> None:
     ("ftp://allowed.example.com/", "not an absolute http or https URL"),
     ("/relative/path", "not an absolute http or https URL"),
     ("http://[::1/", "not a valid URL"),
+    ("http://./", "not an absolute http or https URL"),
 ])
 def test_urls_that_cannot_be_compared_safely_are_refused(url: str, reason: str) -> None:
     assert reason in refused(Egress(), url, False)
