@@ -11,7 +11,6 @@ from kinitiras_py import __version__
 from kinitiras_py.cli import bench, convert, crds, dev, offline, serve
 from kinitiras_py.cluster.kubeconfig import ConfigError
 
-
 _GIVEN = "_options_given"
 """Where the options already given are noted on the namespace during parsing (removed after)."""
 

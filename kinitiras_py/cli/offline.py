@@ -65,6 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Run every kinitiras-test.yaml under DIR; print a unified diff for each "
                                    "object that differs. Exit 0 all passed, 1 a case failed, 2 bad input.")
     p.add_argument("dir", type=Path)
+    p.add_argument("--junit", metavar="FILE", help="also write the outcomes as JUnit XML to FILE (- for stdout, "
+                                                    "instead of the text)")
+    p.add_argument("--json", metavar="FILE", help="also write the outcomes as JSON to FILE (- for stdout, "
+                                                   "instead of the text)")
     p.set_defaults(handler=guarded(_test))
 
 
@@ -163,16 +167,26 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _test(args: argparse.Namespace) -> int:
-    from kinitiras_py.offline import loader, testcases
+    from kinitiras_py.offline import loader, testcases, testreport
 
+    if args.junit == "-" and args.json == "-":
+        return _error("--junit - and --json - would both write on stdout: give one of them a file")
     try:
         outcomes = testcases.run_dir(args.dir)
     except loader.InputError as e:
         return _error(str(e))
     failed = [o for o in outcomes if o.problems]
+    for target, text in ((args.junit, lambda: testreport.junit_xml(outcomes)),
+                         (args.json, lambda: orjson.dumps(testreport.to_json(outcomes),
+                                                          option=orjson.OPT_INDENT_2).decode() + "\n")):
+        if target == "-":
+            sys.stdout.write(text())
+        elif target:
+            Path(target).write_text(text())
+    lines = sys.stderr if "-" in (args.junit, args.json) else sys.stdout
     for o in outcomes:
-        print(f"{'FAIL' if o.problems else 'ok  '} {o.file}: {o.name}")
+        print(f"{'FAIL' if o.problems else 'ok  '} {o.file}: {o.name}", file=lines)
         for problem in o.problems:
-            print("     " + problem.replace("\n", "\n     "))
-    print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed")
+            print("     " + problem.replace("\n", "\n     "), file=lines)
+    print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed", file=lines)
     return 1 if failed else 0

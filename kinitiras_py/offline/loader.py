@@ -99,7 +99,7 @@ class _Composer(yaml.composer.Composer):
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self.peek_event())
+                raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self.peek_event())  # type: ignore[attr-defined]
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -119,11 +119,11 @@ class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, _Com
 
 LOADER: type = _Loader
 try:
-    from yaml.cyaml import CParser
+    from yaml._yaml import CParser
 except ImportError:  # PyYAML built without libyaml: the pure-Python loader, slower but the same
     pass
 else:
-    class _CLoader(_Composer, CParser, _Constructor, _Resolver):  # type: ignore[misc]
+    class _CLoader(_Composer, CParser, _Constructor, _Resolver):
         """libyaml scanning and parsing (most of the time taken), the same composing, construction
         and resolution: the same values as :class:`_Loader`, several times faster."""
 

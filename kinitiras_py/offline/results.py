@@ -13,7 +13,8 @@ report entry (policy, rule, result, message, resource):
   matchConditions did not hold, or the request was denied before its turn).
 
 The flags say what the webhook did with it: ``patched``, ``denied``, ``warned``, ``audited``,
-``skipped``; :func:`summary` counts them per policy and rule, and in total.
+``skipped`` (a ``skip``, or an ``error`` under failurePolicy Ignore: the rule took no part in the
+decision); :func:`summary` counts them per policy and rule, and in total.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class ResourceRef:
     @classmethod
     def of(cls, obj: Obj) -> ResourceRef:
         """The reference of an object (missing fields are empty)."""
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         return cls(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""), str(meta.get("namespace") or ""),
                    str(meta.get("name") or meta.get("generateName") or ""))
 
@@ -115,7 +117,7 @@ def override_results(decision: Decision, matched: Iterable[tuple[CompiledPolicy,
         elif rid in ignored:
             one.result, one.message, one.skipped = "error", ignored[rid], True
         elif failure is not None:
-            one.result, one.message = "skip", f"not applied: the request was denied ({failure})"
+            one.result, one.message, one.skipped = "skip", f"not applied: the request was denied ({failure})", True
         else:
             one.patched = rid in applied
             one.message = "changed the object" if one.patched else "left the object unchanged"
@@ -132,6 +134,7 @@ def validate_results(decision: Decision, matched: Sequence[tuple[CompiledPolicy,
         one = RuleResult(rid.policy, rid.rule, "validate", "skip")
         check = checks.get(rid)
         if check is None:
+            one.skipped = True
             one.message = ("not evaluated: the request was denied before" if not decision.allowed
                            else "not evaluated: the policy's matchConditions do not hold")
         elif check.outcome == "pass":
