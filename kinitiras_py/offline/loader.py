@@ -61,14 +61,14 @@ class _Constructor(yaml.constructor.SafeConstructor):
             _Measure().measure(node, 1)
         try:
             return super().construct_document(node)
-        except (ValueError, KeyError, TypeError, OverflowError) as e:  # a tag that does not fit its node
+        except (ValueError, KeyError, TypeError, OverflowError, IndexError) as e:  # a tag that does not fit its node
             raise _Refused(f"cannot be read: {e}", node) from None
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         """A node's value; an explicit tag that does not fit the text (``!!float x``) is refused."""
         try:
             return super().construct_object(node, deep=deep)
-        except (ValueError, KeyError, TypeError, OverflowError):
+        except (ValueError, KeyError, TypeError, OverflowError, IndexError):
             tag = node.tag.replace("tag:yaml.org,2002:", "!!")
             raise _Refused(f"{str(node.value)[:40]!r} cannot be read as {tag}", node) from None
 
