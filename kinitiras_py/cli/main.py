@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from kinitiras_py import __version__
 from kinitiras_py.cli import bench, convert, crds, dev, offline, serve
@@ -80,5 +81,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def run() -> NoReturn:
+    """The process entry point: :func:`main`, then exit without finalizing the interpreter.
+
+    Output is flushed first; nothing of ours needs finalizing (no atexit handler, files are closed
+    by the commands). Finalizing after a large ``apply`` (thousands of objects) crashed now and then
+    (SIGSEGV in the collector's last pass over a freed builtin function of an extension module),
+    turning an exit code of 0 or 1 into 139."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
