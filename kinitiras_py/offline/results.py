@@ -169,8 +169,8 @@ def summary(policies: Sequence[CompiledPolicy], objects: Sequence[ObjectResult])
     for policy in policies:
         for rule in policy.rules:
             per_rule[RuleId(policy.identity, rule.index)] = _counts()
-    totals = {"objects": len(objects), "allowed": sum(o.decision.allowed for o in objects),
-              "denied": sum(not o.decision.allowed for o in objects), **_counts()}
+    totals = {"objects": len(objects), "objectsAllowed": sum(o.decision.allowed for o in objects),
+              "objectsDenied": sum(not o.decision.allowed for o in objects), **_counts()}
     for obj in objects:
         for one in obj.rules:
             _add(per_rule.setdefault(RuleId(one.policy, one.rule), _counts()), one)
@@ -205,6 +205,6 @@ def summary_text(policies: Sequence[CompiledPolicy], objects: Sequence[ObjectRes
     totals = counted["totals"]
     lines.append(f"{'TOTAL':<{width}}  {'':>4} {'':<8} " + " ".join(f"{totals[c]:>7}" for c in COUNTERS))
     results = ", ".join(f"{totals['results'][r]} {r}" for r in RESULTS)
-    lines.append(f"{totals['objects']} objects: {totals['allowed']} allowed, {totals['denied']} denied; "
+    lines.append(f"{totals['objects']} objects: {totals['objectsAllowed']} allowed, {totals['objectsDenied']} denied; "
                  f"rule results: {results}")
     return "\n".join(lines) + "\n"

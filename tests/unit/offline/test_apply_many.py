@@ -198,7 +198,9 @@ def test_results_json_has_every_rule_result_and_the_totals(policy: Path, tmp_pat
     assert bare[("pods", 1)]["result"] == "fail" and bare[("pods", 1)]["denied"] is True
     assert bare[("pods", 2)]["result"] == "skip" and bare[("pods", 2)]["skipped"] is True  # after the denial
     assert by_object["longname"][("pods", 2)]["result"] == "warn"
-    assert report["totals"]["objects"] == 3 and report["totals"]["denied"] == 1
+    assert (report["totals"]["objects"], report["totals"]["objectsAllowed"], report["totals"]["objectsDenied"]) == (
+        3, 2, 1)
+    assert report["totals"]["denied"] == 1 and report["totals"]["audited"] == 1 and report["totals"]["matched"] == 12
     assert report["totals"]["results"] == {"pass": 7, "fail": 2, "warn": 2, "error": 0, "skip": 1}
     assert {p["policy"]["name"] for p in report["policies"]} == {"pods", "stamp", "services"}
 

@@ -126,3 +126,14 @@ def test_junit_on_stdout_moves_the_text_to_stderr(tmp_path: Path) -> None:
     assert err.splitlines()[-1] == "2 passed, 0 failed"
     code, _, err = run("test", tmp_path, "--junit", "-", "--json", "-")
     assert code == 2 and "would both write on stdout" in err
+
+
+def test_docs_testing_md_documents_every_key_and_result() -> None:
+    from kinitiras_py.offline import testcases
+    from kinitiras_py.offline.results import COUNTERS, RESULTS
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "testing.md").read_text()
+    keys = testcases.FILE_KEYS | testcases.CASE_KEYS | testcases.EXPECT_KEYS | testcases.RULE_KEYS
+    assert not [key for key in sorted(keys) if f"{key}:" not in text]
+    assert not [word for word in (*RESULTS, *COUNTERS) if f"`{word}`" not in text]
+    assert "--junit FILE" in text and "--json FILE" in text and "--results FILE" in text
