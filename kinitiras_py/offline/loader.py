@@ -144,12 +144,11 @@ else:
 
 
 def _plain_tree_fits(root: Node) -> bool:
-    """Whether ``root`` is a tree (no collection reached twice, so no alias of one) within
-    :data:`MAX_NODES` values and :data:`MAX_DEPTH` levels. False sends the document to
-    :class:`_Measure`, which expands aliases and says what exceeds which limit.
+    """Whether ``root``, aliases expanded, stays within :data:`MAX_NODES` values and
+    :data:`MAX_DEPTH` levels (a cycle does not). False sends the document to :class:`_Measure`,
+    which says which limit it exceeds, and where.
 
-    One pass over the nodes, without recursion: the common case, several times cheaper."""
-    seen: set[int] = set()
+    One pass over the nodes, without recursion or bookkeeping: the common case, several times cheaper."""
     stack: list[tuple[Node, int]] = [(root, 1)]
     size = 0
     while stack:
@@ -157,11 +156,6 @@ def _plain_tree_fits(root: Node) -> bool:
         size += 1
         if depth > MAX_DEPTH or size > MAX_NODES:
             return False
-        if type(node) is ScalarNode:
-            continue
-        if id(node) in seen:
-            return False
-        seen.add(id(node))
         if isinstance(node, MappingNode):
             for key, value in node.value:
                 stack.append((key, depth + 1))
@@ -187,7 +181,7 @@ class _Measure:
         size, height = self.known.get(id(node)) or self._children(node, depth)
         if depth + height - 1 > MAX_DEPTH:
             raise _Refused(f"nested deeper than {MAX_DEPTH} levels (aliases expanded)", node)
-        if size > MAX_NODES:
+        if depth > MAX_DEPTH or size > MAX_NODES:
             raise _Refused(f"more than {MAX_NODES} values once aliases are expanded", node)
         return size, height
 
