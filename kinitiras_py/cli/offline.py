@@ -1,9 +1,10 @@
 """``kinitiras-py render | apply | test``: policies against files, no cluster needed.
 
-Exit codes: 0 success (``apply``: allowed; ``test``: every case passed), 1 a verdict against
-(``apply``: denied; ``test``: a case failed), 2 bad input (missing file, malformed YAML, a policy
-refused with its field paths, missing ``--old-resource`` for UPDATE), 3 an internal error (a bug:
-one line on stderr instead of a traceback, so that it is never mistaken for a denial).
+Exit codes: 0 success (``apply``: every object allowed; ``test``: every case passed), 1 a verdict
+against (``apply``: an object denied; ``test``: a case failed), 2 bad input (missing file, malformed
+YAML, a policy refused with its field paths, missing ``--old-resource`` for UPDATE, an option given
+twice), 3 an internal error (a bug: one line on stderr instead of a traceback, so that it is never
+mistaken for a denial). docs/testing.md describes both commands' outputs.
 """
 
 from __future__ import annotations
