@@ -1,22 +1,31 @@
 # One command set, used the same way locally and in CI (.ci/run).
 PYTHON ?= python3
+PY_STAMP := .make/python
 STAMP := .make/installed
 IMG ?= kinitiras-py:0.1.0
 DEPLOY_DIR ?= config
 FUZZ_MINUTES ?= 30
 
-.PHONY: help install demo demo-down test unit lint fuzz crds clean image deploy undeploy bench
+.PHONY: help install install-python demo demo-down test unit lint fuzz crds clean image deploy undeploy bench
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
-$(STAMP): pyproject.toml
+# Two stamps: the Python one (the package, test and lint tools, promtool for the alert rules' tests) is
+# all `unit` and `lint` need; the other adds kubectl and the Kubernetes build (minutes, once).
+$(PY_STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet -e '.[test]'
+	command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus)
+	@mkdir -p .make && touch $(PY_STAMP)
+
+$(STAMP): $(PY_STAMP)
 	command -v kubectl >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client)
 	$(PYTHON) -m kinitiras_py dev build
 	@mkdir -p .make && touch $(STAMP)
 
 install: $(STAMP) ## install the package, test tools, Debian packages and the cached Kubernetes build
+
+install-python: $(PY_STAMP) ## install only the package with its test and lint tools (what unit and lint need)
 
 demo: install ## bring up the local control plane with the policies of the demo
 	PYTHON=$(PYTHON) bash hack/demo.sh
@@ -27,13 +36,13 @@ demo-down: ## stop the demo
 test: install ## run every test, the local control plane included
 	$(PYTHON) -m pytest -q
 
-unit: install ## run only the tests that need no cluster (seconds)
+unit: install-python ## run only the tests that need no cluster (no Kubernetes build)
 	$(PYTHON) -m pytest -q -m "not cluster"
 
 bench: install ## ratio benchmarks: engine, webhook beside the floor, Pod CREATEs through the API server (~20 min)
 	PYTHON=$(PYTHON) bash hack/bench-ratios.sh
 
-lint: install ## ruff and mypy
+lint: install-python ## ruff and mypy (no Kubernetes build)
 	$(PYTHON) -m ruff check kinitiras_py tests
 	$(PYTHON) -m mypy
 

@@ -13,7 +13,10 @@ kc() { kubectl "$@" 2>&1 | grep -v "^Warning: version difference"; }
 echo
 echo "== policies"
 kc apply -f hack/demo/policies.yaml
-sleep 1
+# A policy applies once the webhook configurations cover its kinds (READY True): wait for that,
+# not for a fixed time, which a busy machine may not keep to.
+kc wait --for=condition=Ready --timeout=60s -n demo overridepolicy/oversell
+kc wait --for=condition=Ready --timeout=60s clustervalidatepolicy/protect-namespaces
 kc get kinitiras -A
 echo
 echo "== the Deployment as written (limits only):"

@@ -17,6 +17,7 @@ from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.results import Mutation, RuleCheck, Verdict
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.refs import resolver
+from kinitiras_py.refs.egress import Egress
 
 
 @dataclass
@@ -89,6 +90,9 @@ class Pipeline:
     store: resolver.Store
     http: resolver.HttpClient | None = None
     lookup_timeout: float = 2.5
+    egress: Egress = field(default_factory=Egress)
+    """The operator's setting for http references, which ``http`` enforces on every request; policies
+    are checked against it when they are admitted."""
 
     async def _params(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj
                       ) -> tuple[dict[tuple[str, int], dict[str, JSON]], dict[tuple[str, int], str]]:
@@ -100,7 +104,7 @@ class Pipeline:
             key = (policy.ref, rule.index)
             try:
                 values = await resolver.resolve_rule(rule.refs, obj, self.store, self.http, self.lookup_timeout,
-                                                     policy.namespace)
+                                                     policy.namespace, namespaced=not policy.cluster_scoped)
                 # An unresolved (null) reference is left out: rules see it as absent.
                 params[key] = {name: value for name, value in values.items() if value is not None}
             except resolver.LookupFailure as e:
@@ -131,7 +135,7 @@ class Pipeline:
         for policy in {id(p): p for p, _ in matches if p.refs}.values():
             try:
                 values = await resolver.resolve_rule(policy.refs, obj, self.store, self.http, self.lookup_timeout,
-                                                     policy.namespace)
+                                                     policy.namespace, namespaced=not policy.cluster_scoped)
                 params[policy.ref] = {name: value for name, value in values.items() if value is not None}
             except resolver.LookupFailure as e:
                 errors[policy.ref] = f"valueRefs: {e}"
@@ -295,6 +299,7 @@ class Pipeline:
             verdict.warnings += one.warnings
             verdict.audit += one.audit
             verdict.checks += one.checks
+            verdict.flagged |= one.flagged
             verdict.ignored += one.ignored
             for ref, seconds in one.timings.items():
                 verdict.timings[ref] = verdict.timings.get(ref, 0.0) + seconds

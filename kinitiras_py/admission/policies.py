@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kinitiras_py.admission import httprefs
 from kinitiras_py.admission.pipeline import Request
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyErrors
@@ -14,6 +15,7 @@ from kinitiras_py.base.typedefs import Obj, Patch
 from kinitiras_py.engine import sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.refs.egress import Egress
 
 
 @dataclass
@@ -52,13 +54,15 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
     return ops + compiled.rendered_field_ops(doc)
 
 
-def admit_policy(request: Request) -> PolicyAdmission:
-    """Check a policy on CREATE/UPDATE and render its templates; other operations pass untouched."""
+def admit_policy(request: Request, egress: Egress) -> PolicyAdmission:
+    """Check a policy on CREATE/UPDATE (its http references against the operator's ``egress``
+    setting too) and render its templates; other operations pass untouched."""
     if request.operation not in ("CREATE", "UPDATE"):
         return PolicyAdmission()
     obj = request.object
     try:
         compiled = compile_policy(obj)
+        httprefs.check(compiled, egress)
     except PolicyErrors as e:
         return PolicyAdmission(error=str(e))
     return PolicyAdmission(patch=rendered_patch(obj, compiled), warnings=list(compiled_warnings(compiled)),

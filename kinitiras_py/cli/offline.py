@@ -19,6 +19,7 @@ import orjson
 
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS
+from kinitiras_py.cli import httpflags
 
 RESULT_KEYS = ("allowed", "message", "warnings", "audit", "patch", "object")
 
@@ -34,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print only the rendered CEL of each templated rule, under a comment naming it")
     p.add_argument("--context", action="append", default=[],
                    help="with --cel: ConfigMaps holding sidecar templates, whose CEL is printed too (repeatable)")
+    httpflags.add(p)
     p.set_defaults(handler=guarded(_render))
 
     p = sub.add_parser("apply", help="run policies on resources as the webhook would (mutate, then validate)",
@@ -60,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results", metavar="FILE",
                    help="write every result as JSON (per object and rule, the summary and totals) to FILE; "
                         "- writes it on stdout instead of the objects' results")
+    httpflags.add(p)
     p.set_defaults(handler=guarded(_apply))
 
     p = sub.add_parser("test", help="run declarative test cases (kinitiras-test.yaml files) under DIR",
@@ -70,6 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                     "instead of the text)")
     p.add_argument("--json", metavar="FILE", help="also write the outcomes as JSON to FILE (- for stdout, "
                                                    "instead of the text)")
+    httpflags.add(p)
     p.set_defaults(handler=guarded(_test))
 
 
@@ -101,6 +105,7 @@ def _warn(message: str) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
+    from kinitiras_py.admission import httprefs
     from kinitiras_py.engine.compiling import compile_policy
     from kinitiras_py.offline import loader
     from kinitiras_py.offline.apply import check_context
@@ -108,9 +113,14 @@ def _render(args: argparse.Namespace) -> int:
     from kinitiras_py.offline.policyfiles import load_policies
     from kinitiras_py.offline.render import configmap_sources, rendered_sources, with_rendered
 
+    egress = httpflags.egress(args)
+    if isinstance(egress, str):
+        return _error(egress)
     try:
         docs = load_policies(args.policy)
         compiled = [compile_policy(doc) for doc in docs]
+        for policy in compiled:
+            httprefs.check(policy, egress)
         context = [d for f in args.context for d in loader.load_documents(f)]
         for index, obj in enumerate(context):
             check_context(obj, index)
@@ -138,6 +148,9 @@ def _apply(args: argparse.Namespace) -> int:
     from kinitiras_py.offline.dumper import dump_yaml, dump_yaml_all
     from kinitiras_py.offline.policyfiles import load_policies
 
+    egress = httpflags.egress(args)
+    if isinstance(egress, str):
+        return _error(egress)
     try:
         batch = apply.Batch(
             policies=[d for f in args.policy for d in load_policies(f)],
@@ -146,6 +159,7 @@ def _apply(args: argparse.Namespace) -> int:
             operation=args.operation,
             context=[d for f in args.context for d in loader.load_documents(f)],
             namespace=args.namespace,
+            egress=egress,
         )
         outcome = apply.run_batch(batch, on_warning=_warn)
     except loader.InputError as e:
@@ -172,8 +186,11 @@ def _test(args: argparse.Namespace) -> int:
 
     if args.junit == "-" and args.json == "-":
         return _error("--junit - and --json - would both write on stdout: give one of them a file")
+    egress = httpflags.egress(args)
+    if isinstance(egress, str):
+        return _error(egress)
     try:
-        outcomes = testcases.run_dir(args.dir)
+        outcomes = testcases.run_dir(args.dir, egress)
     except loader.InputError as e:
         return _error(str(e))
     failed = [o for o in outcomes if o.problems]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
 from kinitiras_py.admission import mutationmemo
+from kinitiras_py.cli import httpflags
 from kinitiras_py.engine.evaluation import celmemo
 
 
@@ -24,6 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="host:port for plain-HTTP /metrics; empty serves it on the webhook port")
     p.add_argument("--deadline", type=_positive_seconds, default=2.5,
                    help="answer within this many seconds (below the webhook timeout, default %(default)s)")
+    p.add_argument("--drain-seconds", type=_seconds, default=0.0,
+                   help="after SIGTERM, keep answering this long (closing each connection after its answer) "
+                        "before closing the listener: set it to how long the Service's endpoints take to drop "
+                        "a terminating pod (the deploy manifests use 10); the Lease is released at once "
+                        "(default %(default)s)")
     p.add_argument("--cel-results-mib", type=_mebibytes, default=celmemo.DEFAULT_BYTES / 2**20,
                    help="memory for CEL results remembered by the parts of an object a rule reads, so Pods of "
                         "one template are evaluated once (0 switches it off; default %(default)s)")
@@ -60,6 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label-excluded-namespaces", action="store_true",
                    help="label kube-system and our namespace so the webhook skips them (Kubernetes < 1.21 "
                         "has no kubernetes.io/metadata.name label; needs RBAC to patch namespaces)")
+    httpflags.add(p)
     p.set_defaults(handler=_serve)
 
 
@@ -77,6 +85,13 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds, not {text}")
+    return value
+
+
 def _mebibytes(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 1024:
@@ -91,6 +106,10 @@ def _serve(args: argparse.Namespace) -> int:
     from kinitiras_py.runtime.certificates import CertSettings
     from kinitiras_py.runtime.settings import ServerSettings, Settings
 
+    egress = httpflags.egress(args)
+    if isinstance(egress, str):
+        print(f"error: {egress}", file=sys.stderr)
+        return 2
     logs.configure(args.log_level, args.log_format)
     selector = None
     if args.object_selector:
@@ -98,7 +117,8 @@ def _serve(args: argparse.Namespace) -> int:
         selector = {"matchLabels": {key: value}}
     settings = Settings(
         server=ServerSettings(bind_address=args.bind_address, port=args.port, cert_dir=args.cert_dir,
-                              metrics_address=args.metrics_address, deadline=args.deadline),
+                              metrics_address=args.metrics_address, deadline=args.deadline,
+                              drain_seconds=args.drain_seconds),
         registration=Registration(
             mutating_name=args.mutating_config, validating_name=args.validating_config, url=args.webhook_url,
             service_name=args.service_name, service_namespace=args.service_namespace,
@@ -111,6 +131,7 @@ def _serve(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
         cel_results_bytes=int(args.cel_results_mib * 1024 * 1024),
         mutation_results_bytes=int(args.mutation_results_mib * 1024 * 1024),
+        egress=egress,
     )
     asyncio.run(running.run(settings))
     return 0

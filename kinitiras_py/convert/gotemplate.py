@@ -4,7 +4,9 @@ Translated (what has an exact CEL equivalent):
 
 * fields: ``.Target.a.b`` → ``target["a"][?"b"].orValue(null)`` (a missing last key is Go's
   ``<no value>``; a missing key before it fails in both), ``.Namespace``, ``.SelectedItem``,
-  ``.SelectKeyParts``, ``.Target.syntheticRefs.namespace`` → ``namespaceObject`` and
+  ``.SelectKeyParts`` (``index .SelectKeyParts 1`` → ``selectKeyParts[1]``; in a patch value
+  KubeMod first rewrites ``.#1`` to ``(index .SelectKeyParts 1)``, :func:`expand_key_parts`),
+  ``.Target.syntheticRefs.namespace`` → ``namespaceObject`` and
   ``.Target.syntheticRefs.node`` → ``params.node`` (the converted policy's ``valueRefs.node``);
 * string, number and boolean literals, parentheses, pipelines ``x | f a``;
 * ``index x k...`` (a list index out of range fails, a missing map key is ``<no value>``, as in
@@ -39,6 +41,17 @@ _ROOTS = {"Target": "target", "Namespace": "namespace", "SelectedItem": "selecte
 _NOT_RE2 = re.compile(r"\(\?[=!<]|\(\?P=|\\[1-9]|[*+?}][+]")
 """Look-around, backreferences, possessive repetition: Python's re reads them, Go's regexp and RE2 refuse them."""
 FUNCTIONS = ("index", "quote", "default", "regexReplaceAll")
+_KEY_PART = re.compile(r"\.#(\d+)")
+"""KubeMod's shorthand for a key part in a patch value: ``.#1``."""
+
+
+_KEY_PART_EXPR = re.compile(r"selectKeyParts\[dyn\(\d+\)\]")
+
+
+def expand_key_parts(text: str) -> str:
+    """A patch value with KubeMod's ``.#N`` rewritten as KubeMod does before parsing it as a
+    template: ``(index .SelectKeyParts N)``, wherever it occurs in the text."""
+    return _KEY_PART.sub(r"(index .SelectKeyParts \1)", text)
 
 
 class Untranslatable(ValueError):
@@ -129,8 +142,10 @@ def _call(name: str, args: list[str]) -> str:
     if name == "index":
         if len(args) < 2:
             raise Untranslatable("index needs a value and at least one key")
-        expr = args[0]
-        for key in args[1:]:
+        expr, keys = args[0], args[1:]
+        if expr == _ROOTS["SelectKeyParts"]:  # a list: out of range fails, as in Go
+            expr, keys = f"{expr}[{keys[0]}]", keys[1:]
+        for key in keys:
             # Go: a list index out of range fails, a missing map key is <no value>.
             expr = (f"cel.bind(kmIndexed, dyn({expr}), type(kmIndexed) == list ? kmIndexed[{key}] "
                     f": kmIndexed[?{key}].orValue(null))")
@@ -138,7 +153,8 @@ def _call(name: str, args: list[str]) -> str:
     if name == "quote":
         if len(args) != 1:
             raise Untranslatable("quote with other than one argument has no translation")
-        return f"template.goQuote(dyn({args[0]}))"
+        quoted = f"string({args[0]})" if _KEY_PART_EXPR.fullmatch(args[0]) else f"dyn({args[0]})"
+        return f"template.goQuote({quoted})"
     if name == "default":
         if len(args) != 2:
             raise Untranslatable("default needs a default and a value")
@@ -202,7 +218,10 @@ def translate(text: str) -> str:
         expr = _pipeline(tokens)
         if tokens.peek()[0] != "end":
             raise Untranslatable(f"{{{{{body}}}}}: unexpected {tokens.peek()[1]!r}")
-        out.append("{{ template.goText(dyn(" + expr + ")) }}")
+        # A key part is an index or a key, printed by Go as by CEL's string(): no call to convert it
+        # (in a select two levels deep the conversions would weigh on its cost).
+        printed = f"string({expr})" if _KEY_PART_EXPR.fullmatch(expr) else f"template.goText(dyn({expr}))"
+        out.append("{{ " + printed + " }}")
         pos = m.end()
         if m.group(3):
             rest = text[pos:]

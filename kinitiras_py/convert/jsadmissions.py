@@ -8,10 +8,11 @@ defines ``jsa_mutate`` and a ``ValidatePolicy`` when it defines ``jsa_validate``
 ``{Allowed, Message, Result}``), and policies made only of such rules keep its order
 (namespaced admissions, then cluster ones, each by name).
 
-``spec.kinds`` lists plural resource names (``pods``); each becomes a resource selector. What
-has no exact equivalent is reported, never dropped: a resource we cannot name the kind of, the
-stateful watch hooks (``jsa_init``, ``jsa_created``, ``jsa_updated``, ``jsa_deleted``) and a
-``state`` parameter, which in that project is shared across calls and written to under ``sync``.
+``spec.kinds`` lists resources (``pods``, ``v1/pods``, ``apps/v1/deployments``); each becomes a
+resource selector. A resource we cannot name the kind of is reported, never dropped. The watch
+hooks (``jsa_init``, ``jsa_created``, ``jsa_updated``, ``jsa_deleted``) and ``state`` are kept
+by our javascript rules (:mod:`kinitiras_py.engine.jshooks`), and an override policy carries
+js-admissions' marker annotation (``jsadmissions.momiji.com/mutate``) as its rule's ``marker``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from kinitiras_py.api.policies import API_VERSION
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.convert.registry import Conversion, Problem, register
-from kinitiras_py.engine import jsrules
+from kinitiras_py.engine import jshooks, jsrules
 from kinitiras_py.engine.evaluation import jsruntime
 
 GROUP = "momiji.com"
@@ -40,19 +41,40 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy"),
 }
 """Plural resource names of built-in kinds, at the version Kubernetes 1.20 serves."""
-_KNOWN = (jsrules.MUTATE, jsrules.VALIDATE, *jsrules.STATEFUL_HOOKS)
+_KNOWN = (jsrules.MUTATE, jsrules.VALIDATE, *jsrules.HOOKS)
+MARKER = "jsadmissions.momiji.com/mutate"
+"""The annotation js-admissions-controller sets to the admissions whose jsa_mutate returned a Result."""
 
 
 def _selector(entry: object, index: int, source: str, problems: list[Problem]) -> Obj | None:
+    """The resource selector for one ``spec.kinds`` entry, in any of the forms the project resolves
+    through discovery: ``resource``, ``version/resource`` (any group serving it at that version) and
+    ``group/version/resource``; the resource plural or singular, in any case. ``resource.group``
+    is ours too (kubectl's spelling)."""
     where = f"spec.kinds[{index}]"
     if not isinstance(entry, str) or not entry.strip():
-        problems.append(Problem(source, where, f"must be a resource name such as pods; got {entry!r}"))
+        problems.append(Problem(source, where, f"must be a resource name such as pods, v1/pods or apps/v1/deployments; "
+                                f"got {entry!r}"))
         return None
-    resource, _, group = entry.strip().lower().partition(".")
-    found = RESOURCES.get(resource)
-    if found is None or (group and found[0].rpartition("/")[0] != group):
-        problems.append(Problem(source, where, f"{entry!r} is not a built-in resource whose kind is known here; "
-                                "write the policy's resourceSelectors by hand"))
+    parts = entry.strip().split("/", 2)
+    group: str | None = None
+    version = parts[-2] if len(parts) > 1 else None
+    if len(parts) == 3:
+        group = parts[0]
+    name = parts[-1].lower()
+    if len(parts) == 1 and "." in name:
+        name, _, group = name.partition(".")
+    found = RESOURCES.get(name) or next((v for v in RESOURCES.values() if v[1].lower() == name), None)
+    if found is None or not name or not all(parts):
+        problems.append(Problem(source, where, f"{entry!r} is not a built-in resource whose kind is known here "
+                                "(the forms are resource, version/resource and group/version/resource); write the "
+                                "policy's resourceSelectors by hand"))
+        return None
+    served_group, _, served_version = found[0].rpartition("/")
+    if (group is not None and group != served_group) or (version is not None and version != served_version):
+        problems.append(Problem(source, where, f"{entry!r}: {found[1]} is known here at {found[0]} only "
+                                f"(write {found[0]}/{name} or just {name}), or write the policy's "
+                                "resourceSelectors by hand"))
         return None
     return {"apiVersion": found[0], "kind": found[1]}
 
@@ -70,19 +92,12 @@ def _script(js: str, source: str, problems: list[Problem]) -> dict[str, tuple[st
     for name in _KNOWN:
         if script.types.get(name) != "function":
             continue
-        if name in jsrules.STATEFUL_HOOKS:
-            problems.append(Problem(source, f"spec.js: {name}", "watch hooks keep state across objects and "
-                                    "replicas; kinitiras-py keeps none, so this hook would never run"))
-            continue
         try:
-            found[name] = jsrules.parameters_of(script.texts.get(name, ""), name)
+            found[name] = jsrules.parameters_of(script.texts.get(name, ""), name,
+                                                jshooks.PARAMETERS.get(name, jsrules.PARAMETERS))
         except ValueError as e:
             problems.append(Problem(source, f"spec.js: {name}", str(e)))
-            continue
-        if "state" in found[name] and jsrules.reads_parameter(script.texts.get(name, ""), "state"):
-            problems.append(Problem(source, f"spec.js: {name}", "the state parameter is shared across calls "
-                                    "there; here it is empty on every call"))
-    if not found and not problems:
+    if jsrules.MUTATE not in found and jsrules.VALIDATE not in found and not problems:
         problems.append(Problem(source, "spec.js", "defines neither jsa_mutate nor jsa_validate"))
     return found
 
@@ -104,7 +119,8 @@ def convert(doc: Obj, source: str, _all: Sequence[Obj]) -> Conversion:
     if not isinstance(kinds, list) or not kinds:
         out.problems.append(Problem(label, "spec.kinds", "required: the resources the admission applies to"))
         kinds = []
-    selectors = [s for i, entry in enumerate(kinds) if (s := _selector(entry, i, label, out.problems))]
+    found = [s for i, entry in enumerate(kinds) if (s := _selector(entry, i, label, out.problems))]
+    selectors = [dict(pair) for pair in dict.fromkeys(tuple(s.items()) for s in found)]  # v1/pods and pods: once
     for field in sorted(set(spec) - {"kinds", "js"}):
         out.problems.append(Problem(label, f"spec.{field}", "unknown field: nothing to convert it to"))
     js = spec.get("js")
@@ -117,11 +133,13 @@ def convert(doc: Obj, source: str, _all: Sequence[Obj]) -> Conversion:
     if not cluster and isinstance(meta, dict) and meta.get("namespace"):
         metadata["namespace"] = meta["namespace"]
     if jsrules.MUTATE in functions:
+        # js-admissions names a namespaced admission <namespace>.<name> in its marker.
+        entry = str(name) if cluster or not metadata.get("namespace") else f"{metadata['namespace']}.{name}"
+        script = {"source": js, "marker": {"annotation": MARKER, "name": entry}}
         out.documents.append({
             "apiVersion": API_VERSION, "kind": "ClusterOverridePolicy" if cluster else "OverridePolicy",
             "metadata": dict(metadata),
-            "spec": {"resourceSelectors": selectors,
-                     "overrideRules": [{"overriders": {"javascript": {"source": js}}}]}})
+            "spec": {"resourceSelectors": selectors, "overrideRules": [{"overriders": {"javascript": script}}]}})
     if jsrules.VALIDATE in functions:
         out.documents.append({
             "apiVersion": API_VERSION, "kind": "ClusterValidatePolicy" if cluster else "ValidatePolicy",

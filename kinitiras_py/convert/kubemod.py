@@ -12,8 +12,9 @@
 * ``admissionOperations`` becomes ``targetOperations`` (default CREATE and UPDATE, as KubeMod).
 * In ``kubemod-system``, ``targetNamespaceRegex`` becomes a condition on the request's namespace
   (Go's unanchored match); without one the rule applies to cluster-scoped objects only.
-* A patch ``value`` without ``{{`` is read as YAML now, as KubeMod reads it; with ``{{`` it is a Go
-  template translated into ``valueTemplate`` (:mod:`.gotemplate`), or reported.
+* A patch ``value`` has KubeMod's ``.#N`` shorthand rewritten first, as KubeMod does; then without
+  ``{{`` it is read as YAML now, as KubeMod reads it, and with ``{{`` it is a Go template
+  translated into ``valueTemplate`` (:mod:`.gotemplate`), or reported.
 
 KubeMod's ``node`` synthetic reference becomes the policy's ``valueRefs.node``: the Node named
 by the object's ``ref.kubemod.io/node`` annotation (none without it). KubeMod also sets that
@@ -128,6 +129,8 @@ def _patch_op(op: Any, field: str, report: _Report) -> Obj | None:
     if op["op"] == "remove":
         return out
     value = op.get("value")
+    if isinstance(value, str):
+        value = gotemplate.expand_key_parts(value)
     if value is None:
         out["value"] = None  # KubeMod's value when none is given: null
     elif not isinstance(value, str):

@@ -5,12 +5,13 @@ the checks of credentials and scripts that override and validate rules both have
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from typing import Any
 
 from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import boundary, jsrules
-from kinitiras_py.engine.evaluation import cel
+from kinitiras_py.engine import boundary, jsrules, shapes
+from kinitiras_py.engine.evaluation import cel, celshapes
 
 CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
                "Write the rule in CEL with the `cel` field instead")
@@ -35,6 +36,23 @@ class Checker:
         self.namespace: str | None = None
         self.rendered_fields: list[tuple[str, str]] = []
         """Rendered CEL other than the rules' renderedCel: (JSON pointer, source)."""
+        self.http_refs: list[tuple[str, Obj]] = []
+        """Every ``from: http`` reference: (field path of the reference, its ``http`` block)."""
+        self.kinds = shapes.Kinds(None)
+        """What the policy's resource selectors can select."""
+        self.params: frozenset[str] = frozenset()
+        """The names of the policy's own ``valueRefs`` (every rule's ``params`` holds them)."""
+
+    def check_cel(self, errors: list[PolicyError], program: cel.Program | None, path: str,
+                  rule_params: Iterable[str]) -> None:
+        """Add to ``errors``, naming ``path``, why ``program`` can never succeed given what its
+        variables hold (:mod:`.celshapes`); ``rule_params`` are the names of the rule's own
+        references (``params`` holds the policy's valueRefs besides)."""
+        if program is None:
+            return
+        declared = celshapes.Shapes(shapes.REQUEST_FIELDS, self.params | frozenset(rule_params),
+                                    not self.kinds.without_namespace())
+        errors += [PolicyError(path, f"invalid CEL: {problem}") for problem in celshapes.problems(program, declared)]
 
     def warn(self, path: str, message: str) -> None:
         """Record a warning naming the policy and the field."""
@@ -99,14 +117,17 @@ def user_cel(source: str, path: str, wanted: tuple[str, ...], what: str) -> cel.
 
 def check_reference(checker: Checker, ref: JSON, path: str) -> None:
     """A value reference's checks beyond its model: what a namespaced policy may not read
-    (refused), credentials written inline (warned)."""
+    (refused), http references noted and inline credentials warned about (check_http_ref)."""
     checker.errors += boundary.reference_problems(checker.namespace, ref, path)
-    check_http_secrets(checker, ref, path)
+    check_http_ref(checker, ref, path)
 
 
-def check_http_secrets(checker: Checker, ref: JSON, path: str) -> None:
-    """Warn about credentials written into the policy instead of a Secret."""
+def check_http_ref(checker: Checker, ref: JSON, path: str) -> None:
+    """Note an http reference at ``path`` (the operator's egress setting judges them when the policy
+    is admitted); warn about credentials written into the policy instead of a Secret."""
     http = dict_of(dict_of(ref).get("http"))
+    if dict_of(ref).get("from") == "http" and http:
+        checker.http_refs.append((path, http))
     auth = dict_of(http.get("auth"))
     for name in SECRET_FIELDS:
         if auth.get(name):
@@ -121,13 +142,9 @@ def check_http_secrets(checker: Checker, ref: JSON, path: str) -> None:
 
 def javascript(checker: Checker, errors: list[PolicyError], holder: Obj, function: str,
                 path: str) -> jsrules.JsProgram | None:
-    """The rule's ``javascript`` loaded for ``function``, its warnings noted; None when absent."""
+    """The rule's ``javascript`` loaded for ``function``; None when absent or refused."""
     if "javascript" not in holder:
         return None
-    found = checker.collect(errors, jsrules.compile_javascript, holder["javascript"], function, f"{path}.javascript",
-                            checker.ref)
-    if found is None:
-        return None
-    for where, message in found[1]:
-        checker.warn(where, message)
-    return found[0]
+    program: jsrules.JsProgram | None = checker.collect(errors, jsrules.compile_javascript, holder["javascript"],
+                                                        function, f"{path}.javascript", checker.ref)
+    return program

@@ -107,6 +107,9 @@ class CompiledPolicy:
     rendered_fields: tuple[tuple[str, str], ...] = ()
     """Other rendered CEL written back to the policy: (JSON pointer of the field, source), e.g.
     ``/spec/renderedMatchConditions`` and the ``renderedCel`` of fanned-out plaintext operations."""
+    http_refs: tuple[tuple[str, Obj], ...] = ()
+    """Every ``from: http`` reference written in the policy: (field path of the reference, e.g.
+    ``spec.overrideRules[0].overriders.template.valueRef``, its ``http`` block)."""
 
     @property
     def cluster_scoped(self) -> bool:

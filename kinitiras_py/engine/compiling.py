@@ -19,7 +19,7 @@ from typing import Any
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import policylevel, selectors
+from kinitiras_py.engine import policylevel, selectors, shapes
 from kinitiras_py.engine.checker import Checker, check_reference, dict_of, list_of
 from kinitiras_py.engine.compiled import CLUSTER_KINDS, EMPTY, CompiledPolicy, OverrideRule, ValidateRule
 from kinitiras_py.engine.overriderules import override_rule
@@ -44,6 +44,8 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
     namespace = None if kind in CLUSTER_KINDS else meta.get("namespace")
     checker.name, checker.namespace = str(meta.get("name", "")), namespace
     sels = list_of(spec.get("resourceSelectors"))
+    checker.kinds = shapes.Kinds.of(sels)
+    checker.params = frozenset(str(name) for name in dict_of(spec.get("valueRefs")))
     checker.run(_check_selectors, sels)
     _selector_warnings(checker, sels, namespace)
     validating = kind in ("ClusterValidatePolicy", "ValidatePolicy")
@@ -59,12 +61,15 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
                 # One string per distinct rendered text: many policies render the same template alike.
                 rendered[i] = sys.intern(built[1])
     refs = checker.run(policylevel.value_refs, dict_of(spec.get("valueRefs"))) or {}
-    for name, ref in refs.items():
-        check_reference(checker, ref, f"spec.valueRefs.{name}")
+    for name, value_ref in refs.items():  # not ``ref``: that names the policy in its errors
+        check_reference(checker, value_ref, f"spec.valueRefs.{name}")
     conditions = checker.run(policylevel.match_conditions, checker, list_of(spec.get("matchConditions")), refs)
     # Only our own marker is named after the policy; a rule's own marker key is checked with the rule.
     if any(getattr(rule, "inject", None) and getattr(rule, "marker", None) is None for rule in rules):
         checker.run(injecting.check_marker, kind, str(meta.get("name", "")))
+    if any(rule.javascript is not None and rule.javascript.hooks is not None and rule.javascript.hooks.watches
+           for rule in rules):
+        checker.run(_check_watched, sels)
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:
         raise PolicyErrors(errors, ref)
@@ -77,7 +82,7 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
         warnings=tuple(checker.warnings), javascript_only=bool(rules) and all(_javascript_only(r) for r in rules),
         conditions=conditions,
         tier=tier if isinstance(tier, int) and not isinstance(tier, bool) else 0,
-        rendered_fields=tuple(checker.rendered_fields), refs=refs or EMPTY,
+        rendered_fields=tuple(checker.rendered_fields), refs=refs or EMPTY, http_refs=tuple(checker.http_refs),
     )
 
 
@@ -85,6 +90,20 @@ def _javascript_only(rule: OverrideRule | ValidateRule) -> bool:
     """Whether the rule's only part is ``javascript`` (for js-admissions' order)."""
     others = (rule.rendered, rule.cel, *((rule.plaintext, rule.origin) if isinstance(rule, OverrideRule) else ()))
     return rule.javascript is not None and not any(others)
+
+
+def _check_watched(sels: list[Any]) -> None:
+    """Watch hooks follow the objects of the kinds the policy selects: each selector names one."""
+    if not sels:
+        raise PolicyError("spec.resourceSelectors", "a javascript rule with watch hooks (jsa_created, jsa_updated, "
+                          "jsa_deleted) needs selectors naming the apiVersion and kind of the objects it follows")
+    errors = [PolicyError(f"spec.resourceSelectors[{i}]", "a javascript rule with watch hooks follows the objects "
+                          "of one apiVersion and kind per selector: name both, without *")
+              for i, sel in enumerate(sels) if not isinstance(sel, dict)
+              or any(not isinstance(sel.get(key), str) or not sel[key] or "*" in sel[key]
+                     for key in ("apiVersion", "kind"))]
+    if errors:
+        raise PolicyErrors(errors)
 
 
 def _enclosing(path: str) -> list[str]:

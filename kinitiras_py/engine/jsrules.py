@@ -3,13 +3,15 @@
 A rule's ``javascript`` field holds a script defining the function its rule calls: an overrider
 calls ``jsa_mutate``, a validate rule ``jsa_validate``. Parameters are bound by name, in any
 order: ``op`` (the operation, a plain string such as ``"CREATE"``), ``obj`` (the object),
-``old`` (the object before an UPDATE, else null), ``sync`` (true: calls never overlap) and
-``state`` (a fresh empty object each call: nothing is kept between calls).
+``old`` (the object before an UPDATE, else null), ``sync`` (true: calls never overlap; with it the
+function may change the state) and ``state`` (what the watch hooks keep, :mod:`.jshooks`).
 
 Either function may return ``{Allowed, Message, Result}``. ``Allowed`` exactly ``false``
 denies with ``Message``; any other return allows. For ``jsa_mutate``, a ``Result`` replaces the
 object: the RFC 6902 operations turning the working object into it are applied through the
 rule's draft (:mod:`.patchlog`), so the response patch is still built from applied operations.
+A rule with a ``marker`` then writes js-admissions' annotation naming the rules that returned a
+``Result`` in this request (:class:`Marks`).
 
 The script is loaded once per policy version (:func:`compile_javascript`); what it returns is
 checked on every call, and anything unexpected is a rule error under the rule's failurePolicy.
@@ -28,13 +30,13 @@ from typing import Any
 from kinitiras_py.api import javascript as model
 from kinitiras_py.base.errors import PolicyError, PolicyErrors, RuleDenied
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import patchlog
+from kinitiras_py.engine import jshooks, patching, patchlog, selectors
 from kinitiras_py.engine.evaluation import jsruntime
 
 MUTATE = "jsa_mutate"
 VALIDATE = "jsa_validate"
-STATEFUL_HOOKS = ("jsa_init", "jsa_created", "jsa_updated", "jsa_deleted")
-"""js-admissions-controller's watch hooks: they keep state across objects, which we do not."""
+HOOKS = tuple(jshooks.PARAMETERS)
+"""js-admissions-controller's watch hooks (:mod:`.jshooks`)."""
 PARAMETERS = ("op", "obj", "old", "sync", "state")
 _NAME = re.compile(r"^[A-Za-z_$][\w$]*$")
 _COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
@@ -54,6 +56,10 @@ class JsProgram:
     script: jsruntime.Script
     function: str
     parameters: tuple[str, ...]
+    marker: tuple[str, str] | None = None
+    """(annotation, this rule's name in it) for js-admissions' marker."""
+    hooks: jshooks.Hooks | None = None
+    """The watch hooks and state; None when the script defines no hook and takes no state."""
 
     @property
     def source(self) -> str:
@@ -73,9 +79,9 @@ def request_deadline(seconds: float) -> Iterator[None]:
         _deadline.reset(token)
 
 
-def parameters_of(text: str, function: str) -> tuple[str, ...]:
+def parameters_of(text: str, function: str, allowed: tuple[str, ...] = PARAMETERS) -> tuple[str, ...]:
     """The parameter names in a function's source text; ValueError when they are not plain
-    names among :data:`PARAMETERS` (a default, a destructuring pattern, an unknown name)."""
+    names among ``allowed`` (a default, a destructuring pattern, an unknown name)."""
     head = _HEAD.match(_COMMENTS.sub(" ", text))
     if head is None:
         raise ValueError(f"{function} must be a function with its parameters in parentheses")
@@ -84,21 +90,13 @@ def parameters_of(text: str, function: str) -> tuple[str, ...]:
     for name in names:
         if not _NAME.match(name):
             raise ValueError(f"{function}: parameter {name!r}: parameters are bound by name, so write plain "
-                             f"names among {', '.join(PARAMETERS)} (no defaults, patterns or rest)")
-        if name not in PARAMETERS:
-            raise ValueError(f"{function}: parameter {name!r} is not one the rule can bind; the parameters are "
-                             f"{', '.join(PARAMETERS)}, in any order")
+                             f"names among {', '.join(allowed)} (no defaults, patterns or rest)")
+        if name not in allowed:
+            raise ValueError(f"{function}: parameter {name!r} is not one it is given; its parameters are "
+                             f"{', '.join(allowed)}, in any order")
         if names.count(name) > 1:
             raise ValueError(f"{function}: parameter {name!r} is named twice")
     return names
-
-
-def reads_parameter(text: str, name: str) -> bool:
-    """Whether the body of the function whose source text is ``text`` names ``name`` at all (a
-    parameter it never names is certainly unused)."""
-    body = _COMMENTS.sub(" ", text)
-    head = _HEAD.match(body)
-    return re.search(rf"(?<![\w$.]){re.escape(name)}(?![\w$])", body[head.end():] if head else body) is not None
 
 
 def _bounded(spec: Obj, key: str, default: int, most: int, path: str) -> int:
@@ -110,27 +108,33 @@ def _bounded(spec: Obj, key: str, default: int, most: int, path: str) -> int:
     return value
 
 
-def compile_javascript(spec: JSON, function: str, path: str,
-                       owner: str = "") -> tuple[JsProgram, list[tuple[str, str]]]:
-    """Load the ``javascript`` field at ``path`` of policy ``owner`` for calling ``function``; return
-    the program and warnings as (field path, message). PolicyErrors name the field (a syntax
-    error, its line)."""
+def compile_javascript(spec: JSON, function: str, path: str, owner: str = "") -> JsProgram:
+    """Load the ``javascript`` field at ``path`` of policy ``owner`` for calling ``function``.
+    PolicyErrors name the field (a syntax error, its line). A script without watch hooks that
+    takes ``state`` has it built (jsa_init) at once; one with watch hooks moves to a watch thread
+    and waits for :meth:`.jshooks.Hooks.start`."""
     if not isinstance(spec, dict) or not isinstance(spec.get("source"), str) or not spec["source"].strip():
         raise PolicyError(f"{path}.source", f"required: a script defining {function}")
     errors: list[PolicyError] = []
     limits = []
     for key, default, most in (("timeoutMs", model.DEFAULT_TIMEOUT_MS, model.MAX_TIMEOUT_MS),
-                               ("memoryLimitMiB", model.DEFAULT_MEMORY_MIB, model.MAX_MEMORY_MIB)):
+                               ("memoryLimitMiB", model.DEFAULT_MEMORY_MIB, model.MAX_MEMORY_MIB),
+                               ("stateLimitKiB", model.DEFAULT_STATE_KIB, model.MAX_STATE_KIB)):
         try:
             limits.append(_bounded(spec, key, default, most, path))
         except PolicyError as e:
             errors.append(e)
+    marker = None
+    try:
+        marker = _marker(spec.get("marker"), function, f"{path}.marker")
+    except PolicyError as e:
+        errors.append(e)
     if errors:
         raise PolicyErrors(errors)
     script = jsruntime.Script(spec["source"], limits[0], limits[1], name=f"{owner}: {path}" if owner else path)
     other = VALIDATE if function == MUTATE else MUTATE
     try:
-        script.load((function, other, *STATEFUL_HOOKS))
+        script.load((function, other, *HOOKS))
     except jsruntime.JsLoadError as e:
         where = f"line {e.line}: " if e.line else ""
         raise PolicyError(f"{path}.source", f"{where}{e.reason}") from None
@@ -141,32 +145,48 @@ def compile_javascript(spec: JSON, function: str, path: str,
         hint = f" ({other} runs in a {'validate rule' if other == VALIDATE else 'javascript overrider'})" \
             if script.types.get(other) == "function" else ""
         raise PolicyError(f"{path}.source", f"the script must define a function {function}; it is {found}{hint}")
+    # The other function may be defined: a converted script is carried whole into both policies.
     try:
         names = parameters_of(script.texts.get(function, ""), function)
+        hooks = {hook: parameters_of(script.texts.get(hook, ""), hook, allowed)
+                 for hook, allowed in jshooks.PARAMETERS.items() if script.types.get(hook) == "function"}
     except ValueError as e:
         raise PolicyError(f"{path}.source", str(e)) from None
-    # The other function may be defined: a converted script is carried whole into both policies.
-    warnings = []
-    hooks = [name for name in STATEFUL_HOOKS if script.types.get(name) == "function"]
-    if hooks:
-        warnings.append((f"{path}.source", f"{', '.join(hooks)} {'is' if len(hooks) == 1 else 'are'} never called: "
-                         "kinitiras-py keeps no state between requests"))
-    if "state" in names and reads_parameter(script.texts.get(function, ""), "state"):
-        warnings.append((f"{path}.source", f"{function}'s state is an empty object on every call: nothing is "
-                         "kept between requests"))
-    return JsProgram(script, function, names), warnings
+    kept = None
+    if hooks or "state" in names:
+        kept = jshooks.Hooks(script, hooks, limits[2] * 1024)
+        if kept.watches:
+            script.watch()
+        else:
+            kept.start()
+    return JsProgram(script, function, names, marker, kept)
+
+
+def _marker(spec: JSON, function: str, path: str) -> tuple[str, str] | None:
+    if spec is None:
+        return None
+    if function != MUTATE:
+        raise PolicyError(path, "only an overrider's script changes the object, so only it can mark it")
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"] \
+            or "," in spec["name"]:
+        raise PolicyError(f"{path}.name", "required: this rule's name in the annotation, without commas")
+    problem = selectors.qualified_name_problem(spec.get("annotation"))
+    if problem:
+        raise PolicyError(f"{path}.annotation", f"must be an annotation key: {problem}")
+    return str(spec["annotation"]), spec["name"]
 
 
 def _call(program: JsProgram, variables: Mapping[str, Any], obj: JSON) -> JSON:
     request = variables.get("request")
     inputs: dict[str, JSON] = {
         "op": str(request.get("operation") or "") if isinstance(request, dict) else "",
-        "obj": obj, "old": variables.get("oldObject"), "sync": True, "state": {},
+        "obj": obj, "old": variables.get("oldObject"), "sync": True, "state": None,  # put in on the JS thread
     }
     left = _deadline.get() - time.monotonic()
     if left <= 0:
         raise jsruntime.JsError("no time is left for the script within the request's deadline")
-    return program.script.call(program.function, [inputs[name] for name in program.parameters], left)
+    binding = program.hooks.binding(program.parameters) if program.hooks is not None else None
+    return program.script.call(program.function, [inputs[name] for name in program.parameters], left, binding)
 
 
 def _denial(result: JSON, function: str) -> str | None:
@@ -179,17 +199,18 @@ def _denial(result: JSON, function: str) -> str | None:
     return None
 
 
-def mutate_ops(program: JsProgram, working: Obj, variables: Mapping[str, Any]) -> Patch:
+def mutate_ops(program: JsProgram, working: Obj, variables: Mapping[str, Any]) -> Patch | None:
     """Call ``jsa_mutate`` on ``working``: the RFC 6902 operations turning it into the returned
-    ``Result`` (none without one). RuleDenied when it returns ``Allowed: false``; JsError when it
-    fails or its Result is not the same kind of object."""
+    ``Result`` (None without one: the marker is written only when there is one). RuleDenied when
+    it returns ``Allowed: false``; JsError when it fails or its Result is not the same kind of
+    object."""
     result = _call(program, variables, working)
     message = _denial(result, program.function)
     if message is not None:
         raise RuleDenied(message)
     new = result.get("Result") if isinstance(result, dict) else None
     if new is None:
-        return []
+        return None
     if not isinstance(new, dict) or not isinstance(new.get("apiVersion"), str) or not isinstance(new.get("kind"), str):
         raise jsruntime.JsError(f"{program.function} returned a Result that is not an object with apiVersion and "
                                 "kind")
@@ -204,6 +225,34 @@ def mutate_ops(program: JsProgram, working: Obj, variables: Mapping[str, Any]) -
         return patchlog.difference(working, _reconciled(working, new))
     except RecursionError:
         raise jsruntime.JsError(f"{program.function} returned a Result nested too deeply") from None
+
+
+class Marks:
+    """The names js-admissions' marker annotations hold in one request, by annotation: a rule that
+    returned a Result adds its name (:meth:`ops`); it stays only if the rule succeeds (:meth:`settle`)."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, list[str]] = {}
+        self._pending: tuple[str, str] | None = None
+
+    def ops(self, marker: tuple[str, str], working: Obj) -> Patch:
+        """The operation setting ``marker``'s annotation on ``working`` to the names so far and this one."""
+        annotation, name = marker
+        self._pending = marker
+        value = ",".join([*self._names.get(annotation, []), name])
+        meta = working.get("metadata")
+        if not isinstance(meta, dict):
+            return [{"op": "add", "path": "/metadata", "value": {"annotations": {annotation: value}}}]
+        if not isinstance(meta.get("annotations"), dict):
+            return [{"op": "add", "path": "/metadata/annotations", "value": {annotation: value}}]
+        return [{"op": "add", "path": f"/metadata/annotations/{patching.escape_pointer_token(annotation)}",
+                 "value": value}]
+
+    def settle(self, kept: bool) -> None:
+        """The rule that last asked for :meth:`ops` succeeded (``kept``) or was not applied."""
+        if kept and self._pending is not None:
+            self._names.setdefault(self._pending[0], []).append(self._pending[1])
+        self._pending = None
 
 
 def validate_result(program: JsProgram, obj: Obj, variables: Mapping[str, Any]) -> tuple[bool, str]:

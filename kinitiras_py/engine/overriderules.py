@@ -9,7 +9,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import boundary, jsrules, origin, selectors, sidecars
+from kinitiras_py.engine import boundary, jsrules, origin, patching, selectors, shapes, sidecars
 from kinitiras_py.engine.checker import (
     CUE_REFUSED,
     REF_SOURCES_WITH_PARAMS,
@@ -57,15 +57,19 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
             check_reference(checker, ref, f"{tpath}.valueRef")
             if ref.get("from") in REF_SOURCES_WITH_PARAMS and not template.get("value"):
                 refs["valueRef"] = ref
+        checker.check_cel(errors, rendered, tpath, refs)
     custom = None
     if over.get("cel"):
         custom = checker.collect(errors, user_cel, over["cel"], f"{opath}.cel", _OVERRIDE_RESULTS,
                                  "an override must return a list of JSON patch operations")
         if custom is not None:
-            errors += _constant_override(custom, f"{opath}.cel")
+            constant = _constant_override(custom, f"{opath}.cel")
+            errors += constant
+            if not constant:  # a program reading no input was evaluated whole: nothing more to find
+                checker.check_cel(errors, custom, f"{opath}.cel", refs)
     script = javascript(checker, errors, over, jsrules.MUTATE, opath)
     plaintext = list_of(over.get("plaintext"))
-    errors += _check_plaintext(plaintext, f"{opath}.plaintext")
+    errors += _check_plaintext(plaintext, f"{opath}.plaintext", checker.kinds)
     fanned: dict[int, tuple[cel.Program, int]] = {}
     for j, op in enumerate(plaintext):
         if isinstance(op, dict) and (op.get("select") is not None or op.get("valueTemplate") is not None):
@@ -73,6 +77,7 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
             made = checker.collect(errors, fanout.render, op, where)
             program = made and checker.collect(errors, compile_cel, made.source, where)
             if made is not None and program is not None:
+                checker.check_cel(errors, program, where, refs)
                 fanned[j] = (program, made.depth)
                 checker.rendered_fields.append(
                     (f"/spec/overrideRules/{index}/overriders/plaintext/{j}/renderedCel", sys.intern(made.source)))
@@ -156,7 +161,7 @@ def _constant_override(program: cel.Program, path: str) -> list[PolicyError]:
     if _INPUTS.search(program.source):
         return []
     try:
-        ops = program.evaluate({})
+        ops = program.evaluate({}, remember=False)
     except CelEvalError as e:
         return [PolicyError(path, f"the expression reads no input and fails on every request: {e}")]
     problems = []
@@ -168,13 +173,15 @@ def _constant_override(program: cel.Program, path: str) -> list[PolicyError]:
             problems.append(f"[{i}] ({name}) has no path that is a JSON pointer")
         elif _PATCH_OPS[name] and _PATCH_OPS[name] not in op:
             problems.append(f"[{i}] ({name}) has no {_PATCH_OPS[name]}")
+        elif deep := patching.too_deep(op["path"].count("/"), op.get("value")):
+            problems.append(f"[{i}] ({name}): {deep}")
     if not problems:
         return []
     return [PolicyError(path, "the expression reads no input and always returns invalid JSON patch operations: "
                               + "; ".join(problems))]
 
 
-def _check_plaintext(ops: list[Any], path: str) -> list[PolicyError]:
+def _check_plaintext(ops: list[Any], path: str, kinds: shapes.Kinds) -> list[PolicyError]:
     errors = []
     for i, op in enumerate(ops):
         if not isinstance(op, dict):
@@ -187,4 +194,21 @@ def _check_plaintext(ops: list[Any], path: str) -> list[PolicyError]:
             errors.append(PolicyError(f"{path}[{i}].path", f"must be a JSON pointer starting with '/'; got {target!r}"))
         if op.get("op") in ("add", "replace") and "value" not in op and op.get("valueTemplate") is None:
             errors.append(PolicyError(f"{path}[{i}].value", f"op {op.get('op')} needs a value (or a valueTemplate)"))
+        elif isinstance(target, str) and target.startswith("/"):
+            errors += _plaintext_target(op, target[1:].split("/"), f"{path}[{i}]", kinds)
     return errors
+
+
+def _plaintext_target(op: Obj, tokens: list[str], path: str, kinds: shapes.Kinds) -> list[PolicyError]:
+    """Where an operation that could never apply is refused: a path deeper than objects nest, a
+    value that would nest too deep there, an index beyond any list's length (a remove of it is
+    only a no-op)."""
+    deep = patching.too_deep(len(tokens), None)
+    if deep is not None:
+        return [PolicyError(f"{path}.path", deep)]
+    if op.get("op") not in ("add", "replace"):
+        return []
+    if deep := patching.too_deep(len(tokens), op.get("value")):
+        return [PolicyError(f"{path}.value", deep)]
+    beyond = None if op.get("lenient") is True else shapes.impossible_index(tokens, kinds)
+    return [PolicyError(f"{path}.path", beyond)] if beyond else []

@@ -53,7 +53,8 @@ def _inputs(working: Obj, draft: patchlog.Draft, variables: dict[str, Any],
 
 
 def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
-               bound: Bindings | None = None, rendered: Program | None = None) -> patchlog.Draft:
+               bound: Bindings | None = None, rendered: Program | None = None,
+               marks: jsrules.Marks | None = None) -> patchlog.Draft:
     """Apply one rule's overriders: rendered, cel, javascript, plaintext, origin. ``working`` is not
     modified.
 
@@ -65,7 +66,8 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
     was present; we run all that are set). Returns the draft holding the result and where the
     rule changed it. ``bound``, when given, holds ``variables`` with ``working`` as the object,
     already converted for CEL. ``rendered`` stands in for ``rule.rendered`` (a sidecar template
-    read from a ConfigMap).
+    read from a ConfigMap). ``marks`` holds the names js-admissions' marker annotations hold so far
+    in this request (a javascript rule with a ``marker`` adds its own when it returns a Result).
     """
     draft = patchlog.Draft(working)
     applied: Patch = []
@@ -79,7 +81,10 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
         if program is not None:
             apply(_patch_ops(program.evaluate(_inputs(working, draft, variables, bound)), what, answers))
     if rule.javascript is not None:
-        apply(jsrules.mutate_ops(rule.javascript, draft.doc, variables))
+        ops = jsrules.mutate_ops(rule.javascript, draft.doc, variables)
+        apply(ops or [])
+        if ops is not None and rule.javascript.marker is not None:
+            apply((marks or jsrules.Marks()).ops(rule.javascript.marker, draft.doc))
     if rule.plaintext and not rule.fanout:
         apply(rule.plaintext)
     elif rule.plaintext:
@@ -132,6 +137,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     injects = [(policy, rule) for policy, rule in matches
                if rule.inject is not None and (policy.ref, rule.index) not in lookup_errors] if injecting else []
     plain = {**variables, "params": {}}  # for rules without parameters of their own; never changed
+    marks = jsrules.Marks()
     last = len(matches) - 1
     for i, (policy, rule) in enumerate(matches):
         if injecting and rule.inject is not None and (policy.ref, rule.index) not in lookup_errors:
@@ -157,7 +163,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
                 bound = _bindings(variables, working, measured)
             try:
                 trial = apply_rule(working, rule, policy, {**variables, "params": own} if own else plain,
-                                   None if own else bound, programs.get(key))
+                                   None if own else bound, programs.get(key), marks)
             except RuleDenied as e:
                 reason, denied = e.reason, True
             except RuleError as e:
@@ -166,6 +172,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
                 reason = str(e)
         pid = PolicyId.of(policy)
         mutation.timings[pid] = mutation.timings.get(pid, 0.0) + time.perf_counter() - started
+        marks.settle(reason is None)
         if reason is not None:
             # A denial (a sidecar check, jsa_mutate) is a decision, not an error: the failurePolicy does not apply.
             failure = RuleFailure(pid, rule.index, reason, ignored=rule.failure_policy == "Ignore" and not denied)

@@ -5,6 +5,10 @@ Applying follows RFC 6902 with two deliberate leniencies kept for kinitiras comp
 * ``replace`` of a missing *object* key behaves like ``add`` (array indexes must still exist);
 * ``remove`` of a missing path does nothing (kinitiras failed the request there; we don't).
 
+No change may nest the object deeper than :data:`.nesting.MAX_DEPTH` levels (orjson, which
+copies and writes it, would refuse it): a value placed at a path of n segments nests at most
+``MAX_DEPTH - n`` levels itself (:func:`too_deep`).
+
 An operation carrying ``"lenient": true`` (KubeMod's patches) also takes negative array
 indexes, counted from the end (``-1`` appends when adding), and an add to ``-``/``-1``/``0`` of
 a missing array creates it.
@@ -22,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from kinitiras_py.base import nesting
 from kinitiras_py.base.errors import PatchError
 from kinitiras_py.base.typedefs import JSON, Patch
 
@@ -92,6 +97,24 @@ def _index(token: str, size: int, *, allow_end: bool) -> int:
     return int(token)
 
 
+def too_deep(segments: int, value: JSON) -> str | None:
+    """Why ``value`` placed at a path of ``segments`` segments would nest deeper than
+    :data:`.nesting.MAX_DEPTH` levels, or None when it would not."""
+    if segments > nesting.MAX_DEPTH:
+        return f"the path has {segments} segments; no object may nest deeper than {nesting.MAX_DEPTH} levels"
+    if type(value) in (dict, list) and nesting.exceeds(value, nesting.MAX_DEPTH - segments):
+        return (f"the value nests more than {nesting.MAX_DEPTH - segments} levels, too deep at a path of "
+                f"{segments} segments: no object may nest deeper than {nesting.MAX_DEPTH} levels")
+    return None
+
+
+def _placeable(tokens: list[str], value: JSON) -> None:
+    """PatchError when ``value`` cannot be placed at ``tokens`` (:func:`too_deep`)."""
+    reason = too_deep(len(tokens), value)
+    if reason is not None:
+        raise PatchError(reason)
+
+
 def clone(value: JSON) -> JSON:
     """An independent copy of a JSON value (scalars are immutable and returned as is)."""
     return orjson.loads(orjson.dumps(value)) if isinstance(value, dict | list) else value
@@ -129,6 +152,7 @@ def _replace_root(doc: JSON, value: JSON) -> JSON:
 
 
 def _add(doc: JSON, tokens: list[str], value: JSON) -> JSON:
+    _placeable(tokens, value)
     if not tokens:
         return _replace_root(doc, value)
     parent, last = _get(doc, tokens[:-1]), tokens[-1]
@@ -189,6 +213,7 @@ def _remove(doc: JSON, tokens: list[str], strict: bool) -> None:
 
 
 def _replace(doc: JSON, tokens: list[str], value: JSON) -> JSON:
+    _placeable(tokens, value)
     if not tokens:
         return _replace_root(doc, value)
     parent, last = _get(doc, tokens[:-1]), tokens[-1]

@@ -109,8 +109,8 @@ class Draft:
                 return False
             tokens = unescaped
         doc = self.doc
-        if type(doc) is not dict:
-            return False
+        if type(doc) is not dict or patching.too_deep(len(tokens), op["value"]) is not None:
+            return False  # the general way says why
         owned = self._owned
         if id(doc) not in owned:
             self.doc = doc = self._own(doc)

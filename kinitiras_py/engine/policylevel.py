@@ -49,8 +49,10 @@ def match_conditions(checker: Checker, conditions: list[Any], refs: dict[str, Ob
     errors: list[PolicyError] = []
     for i, condition in enumerate(conditions):
         if isinstance(condition, dict) and isinstance(condition.get("expression"), str):
-            checker.collect(errors, user_cel, condition["expression"], f"{path}[{i}].expression",
-                            CONDITION_RESULTS, "a match condition must return a bool")
+            where = f"{path}[{i}].expression"
+            program = checker.collect(errors, user_cel, condition["expression"], where, CONDITION_RESULTS,
+                                      "a match condition must return a bool")
+            checker.check_cel(errors, program, where, ())  # conditions see the policy's valueRefs only
         elif isinstance(condition, dict) and isinstance(condition.get("select"), str):
             for m in _SYNTHETIC.finditer(condition["select"]):
                 name = m.group(1) or m.group(2)
@@ -60,7 +62,8 @@ def match_conditions(checker: Checker, conditions: list[Any], refs: dict[str, Ob
             # Alone first, so that a select whose CEL costs too much is refused at its own field.
             source = checker.collect(errors, criteria.criterion, condition, f"{path}[{i}]")
             if source is not None:
-                checker.collect(errors, compile_cel, source, f"{path}[{i}].select")
+                program = checker.collect(errors, compile_cel, source, f"{path}[{i}].select")
+                checker.check_cel(errors, program, f"{path}[{i}].select", ())
     if errors:
         raise PolicyErrors(errors)
     source, problems = criteria.render([c for c in conditions if isinstance(c, dict)], path)

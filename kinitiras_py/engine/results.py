@@ -114,6 +114,9 @@ class Verdict:
     """The policy whose rule denied the request."""
     warnings: list[str] = field(default_factory=list)
     audit: list[str] = field(default_factory=list)
+    flagged: set[tuple[PolicyId, str]] = field(default_factory=set)
+    """The policy and action (Warn or Audit) of each failed rule with those actions, for metrics;
+    a set, so a policy counts once per object and action however many of its rules failed."""
     failure: RuleFailure | None = None
     """The rule error that denied the request (failurePolicy Fail), if that is why."""
     ignored: list[RuleFailure] = field(default_factory=list)

@@ -50,7 +50,7 @@ def _name_problem(name: str) -> str | None:
     return None
 
 
-def _qualified_name_problem(key: object) -> str | None:
+def qualified_name_problem(key: object) -> str | None:
     """Why ``key`` is not a Kubernetes qualified name (``[prefix/]name``), or None."""
     if not isinstance(key, str):
         return f"must be a string, got {type(key).__name__}"
@@ -113,7 +113,7 @@ def _expressions(sel: Obj, path: str, errors: list[PolicyError]) -> Iterator[tup
 
 def annotation_key_problem(key: object) -> str | None:
     """Why ``key`` cannot be an annotation key (it must be a qualified name, as a label key), or None."""
-    problem = _qualified_name_problem(key)
+    problem = qualified_name_problem(key)
     return f"invalid annotation key {key!r}: {problem}" if problem else None
 
 
@@ -126,13 +126,13 @@ def validate_label_selector(sel: dict[str, Any], path: str) -> list[PolicyError]
     if labels is not None and not isinstance(labels, dict):
         errors.append(PolicyError(f"{path}.matchLabels", "must be an object"))
     for key, value in labels.items() if isinstance(labels, dict) else ():
-        if problem := _qualified_name_problem(key):
+        if problem := qualified_name_problem(key):
             errors.append(PolicyError(f"{path}.matchLabels", f"invalid label key {key!r}: {problem}"))
         if problem := _label_value_problem(value):
             reason = f"invalid value {value!r} for label {key!r}: {problem}"
             errors.append(PolicyError(f"{path}.matchLabels", reason))
     for where, req in _expressions(sel, path, errors):
-        if problem := _qualified_name_problem(req.get("key")):
+        if problem := qualified_name_problem(req.get("key")):
             errors.append(PolicyError(f"{where}.key", f"invalid label key {req.get('key')!r}: {problem}"))
         errors += _operator_errors(req, "values", where)
         values = req.get("values")

@@ -98,10 +98,12 @@ def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[V
                 check_reference(checker, ref, f"{cpath}.{name}")
                 if ref.get("from") in REF_SOURCES_WITH_PARAMS:
                     refs[name] = ref
+        checker.check_cel(errors, rendered, f"{path}.template", refs)
     custom = None
     if rule.get("cel"):
         custom = checker.collect(errors, user_cel, rule["cel"], f"{path}.cel", _VALIDATE_RESULTS,
                                  "a validate rule must return a bool or a map {valid, reason}")
+        checker.check_cel(errors, custom, f"{path}.cel", refs)
     script = javascript(checker, errors, rule, jsrules.VALIDATE, path)
     reject = rule.get("messageTemplate")
     if isinstance(reject, str) and not (template or rule.get("cel") or "javascript" in rule or rule.get("cue")):

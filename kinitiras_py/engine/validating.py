@@ -107,8 +107,10 @@ def validate(matches: Iterable[tuple[CompiledPolicy, ValidateRule]], variables: 
             text = f"{policy.ref}: {reason}"
         if "Audit" in rule.actions:
             verdict.audit.append(text)
+            verdict.flagged.add((pid, "Audit"))
         if "Warn" in rule.actions:
             verdict.warnings.append(text)
+            verdict.flagged.add((pid, "Warn"))
         if "Deny" in rule.actions:
             verdict.allowed, verdict.message, verdict.policy = False, text, pid
             if error is not None:

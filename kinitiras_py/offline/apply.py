@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from kinitiras_py.admission import httprefs
 from kinitiras_py.admission.pipeline import Decision, Pipeline, Request, with_namespace
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS, Obj
+from kinitiras_py.engine import jshooks
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.offline.loader import InputError
 from kinitiras_py.offline.results import ObjectResult, ResourceRef, override_results, validate_results
 from kinitiras_py.offline.static import StaticHttp, StaticStore
+from kinitiras_py.refs.egress import Egress
 
 
 @dataclass
@@ -29,10 +32,15 @@ class Case:
     user_info: Obj | None = None
     namespace: str | None = None
     """The request's namespace; by default the object's own (as the API server sends it)."""
+    egress: Egress = field(default_factory=Egress)
+    """The operator's setting for http references (``--http-allow``, ``--http-namespaced``)."""
 
 
-def compile_all(policies: Sequence[Obj], on_warning: Callable[[str], None] | None = None) -> list[CompiledPolicy]:
-    """Compile every policy; InputError listing each refused policy with its field paths.
+def compile_all(policies: Sequence[Obj], on_warning: Callable[[str], None] | None = None,
+                egress: Egress | None = None) -> list[CompiledPolicy]:
+    """Compile every policy and hold its http references to ``egress`` (default: the webhook's
+    default setting), as the webhook does when a policy is admitted; InputError listing each
+    refused policy with its field paths.
 
     Warnings the compiler gives for accepted policies go to ``on_warning``.
     """
@@ -40,6 +48,7 @@ def compile_all(policies: Sequence[Obj], on_warning: Callable[[str], None] | Non
     for policy in policies:
         try:
             result = compile_policy(policy)
+            httprefs.check(result, egress if egress is not None else Egress())
         except PolicyErrors as e:
             problems.append(str(e))
             continue
@@ -79,12 +88,17 @@ def check_context(obj: Obj, index: int) -> None:
             raise InputError(f"{what}: {key} must be a mapping of names to values")
 
 
-def build_pipeline(compiled: Sequence[CompiledPolicy], context: Sequence[Obj] = ()) -> Pipeline:
-    """A pipeline over ``compiled`` whose references are answered from ``context``."""
+def build_pipeline(compiled: Sequence[CompiledPolicy], context: Sequence[Obj] = (),
+                   egress: Egress | None = None) -> Pipeline:
+    """A pipeline over ``compiled`` whose references are answered from ``context``, http ones
+    within ``egress`` (default: the webhook's default setting); the objects in ``context`` count
+    as existing for JavaScript watch hooks (passed to jsa_created, in a stable order)."""
+    jshooks.start_offline(compiled, context)
+    egress = egress if egress is not None else Egress()
     return Pipeline(
         overrides=PolicyIndex(p for p in compiled if not p.validating),
         validations=PolicyIndex(p for p in compiled if p.validating),
-        store=StaticStore(context), http=StaticHttp(context),
+        store=StaticStore(context), http=StaticHttp(context, egress), egress=egress,
     )
 
 
@@ -127,6 +141,8 @@ class Batch:
     context: Sequence[Obj] = ()
     user_info: Obj | None = None
     namespace: str | None = None
+    egress: Egress = field(default_factory=Egress)
+    """The operator's setting for http references, as on :class:`Case`."""
 
 
 @dataclass
@@ -199,12 +215,12 @@ def run_batch(batch: Batch, on_warning: Callable[[str], None] | None = None) -> 
                 raise InputError("UPDATE needs the previous object (--old-resource)")
             check_object(old, f"old resource of {where}")
         cases.append(Case(batch.policies, resource, old, batch.operation, batch.context, batch.user_info,
-                          batch.namespace))
+                          batch.namespace, batch.egress))
         request_for(cases[-1])  # a namespace mismatch is bad input, found before anything runs
     for index, obj in enumerate(batch.context):
         check_context(obj, index)
-    compiled = compile_all(batch.policies, on_warning)
-    pipeline = build_pipeline(compiled, batch.context)
+    compiled = compile_all(batch.policies, on_warning, batch.egress)
+    pipeline = build_pipeline(compiled, batch.context, batch.egress)
     return Outcome(compiled, asyncio.run(_admit_all(pipeline, cases)))
 
 
@@ -212,7 +228,7 @@ def evaluate(case: Case, on_warning: Callable[[str], None] | None = None) -> Out
     """:func:`run_batch` of the one object of ``case``."""
     return run_batch(Batch(case.policies, [("resource", case.resource)],
                            [("old resource", case.old_resource)] if case.old_resource is not None else [],
-                           case.operation, case.context, case.user_info, case.namespace), on_warning)
+                           case.operation, case.context, case.user_info, case.namespace, case.egress), on_warning)
 
 
 def run(case: Case, on_warning: Callable[[str], None] | None = None) -> Decision:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.refs.egress import Egress
 
 
 class StaticStore:
@@ -33,13 +34,19 @@ class StaticHttp:
     A response matches a request with the same method (default GET) and URL; when it gives
     ``params``, the request's query parameters (after placeholder substitution) must equal them,
     so one file can answer differently per object. The first matching document wins.
+
+    The URL is held to ``egress`` as the webhook would hold it, except that host names are not
+    resolved here (the webhook refuses a name that resolves only to guarded addresses).
     """
 
-    def __init__(self, objects: Sequence[Obj] = ()) -> None:
+    def __init__(self, objects: Sequence[Obj] = (), egress: Egress | None = None) -> None:
         self._responses = [o for o in objects if o.get("kind") == "HTTPResponse"]
+        self.egress = egress if egress is not None else Egress()
 
-    async def fetch(self, spec: Obj) -> Obj:
-        """The canned response for the request's method, URL and params; LookupError when there is none."""
+    async def fetch(self, spec: Obj, namespaced: bool) -> Obj:
+        """The canned response for the request's method, URL and params; LookupError when the egress
+        setting refuses the URL or no response is given."""
+        self.egress.check(str(spec.get("url")), namespaced)
         method = str(spec.get("method") or "GET").upper()
         params = {str(k): str(v) for k, v in (spec.get("params") or {}).items()}
         for found in self._responses:

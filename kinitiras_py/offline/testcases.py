@@ -19,6 +19,7 @@ from kinitiras_py.offline import apply, loader
 from kinitiras_py.offline.dumper import dump_yaml
 from kinitiras_py.offline.policyfiles import load_policies
 from kinitiras_py.offline.results import RESULTS, RuleResult
+from kinitiras_py.refs.egress import Egress
 
 TEST_FILE = "kinitiras-test.yaml"
 FILE_KEYS = frozenset({"name", "description", "policies", "context", "cases"})
@@ -42,14 +43,16 @@ class CaseSpec:
     old_resource: Path | None = None
     expect: dict[str, Any] = field(default_factory=dict)
 
-    def load(self) -> apply.Case:
-        """Read every file the case names; InputError when one is missing or malformed."""
+    def load(self, egress: Egress | None = None) -> apply.Case:
+        """Read every file the case names; InputError when one is missing or malformed. ``egress``
+        is the http setting the case runs under (default: the webhook's default)."""
         return apply.Case(
             policies=[d for f in self.policies for d in load_policies(f)],
             resource=loader.load_one(self.resource),
             old_resource=loader.load_one(self.old_resource) if self.old_resource else None,
             operation=self.operation,
             context=[d for f in self.context for d in loader.load_documents(f)],
+            egress=egress if egress is not None else Egress(),
         )
 
 
@@ -211,10 +214,10 @@ def check(spec: CaseSpec, decision: Decision, rules: list[RuleResult] | None = N
     return problems
 
 
-def run_case(spec: CaseSpec) -> Outcome:
-    """Run one case and compare it with its expectations."""
+def run_case(spec: CaseSpec, egress: Egress | None = None) -> Outcome:
+    """Run one case (http references within ``egress``) and compare it with its expectations."""
     try:
-        result = apply.evaluate(spec.load()).objects[0]
+        result = apply.evaluate(spec.load(egress)).objects[0]
     except loader.InputError as e:
         wanted = spec.expect.get("error")
         if wanted is not None and str(wanted) in str(e):
@@ -225,13 +228,14 @@ def run_case(spec: CaseSpec) -> Outcome:
     return Outcome(spec.file, spec.name, check(spec, result.decision, result.rules), result.decision, result.rules)
 
 
-def run_file(path: Path) -> list[Outcome]:
-    """Run every case of one test file; a malformed file is one failed outcome."""
+def run_file(path: Path, egress: Egress | None = None) -> list[Outcome]:
+    """Run every case of one test file (http references within ``egress``); a malformed file is one
+    failed outcome."""
     try:
         specs = load_file(path)
     except loader.InputError as e:
         return [Outcome(path, "(test file)", [f"cannot read: {e}"], broken=True)]
-    return [run_case(spec) for spec in specs]
+    return [run_case(spec, egress) for spec in specs]
 
 
 def find_files(directory: Path) -> list[Path]:
@@ -244,6 +248,7 @@ def find_files(directory: Path) -> list[Path]:
     return files
 
 
-def run_dir(directory: Path) -> list[Outcome]:
-    """Run every test file under ``directory`` (recursively), in path order."""
-    return [o for f in find_files(directory) for o in run_file(f)]
+def run_dir(directory: Path, egress: Egress | None = None) -> list[Outcome]:
+    """Run every test file under ``directory`` (recursively), in path order, http references
+    within ``egress``."""
+    return [o for f in find_files(directory) for o in run_file(f, egress)]

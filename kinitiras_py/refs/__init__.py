@@ -2,5 +2,7 @@
 
 Lookups go through the :class:`~kinitiras_py.refs.resolver.Store` and
 :class:`~kinitiras_py.refs.resolver.HttpClient` protocols: the offline CLI passes static
-implementations, the webhook passes informer- and aiohttp-backed ones.
+implementations, the webhook passes informer- and aiohttp-backed ones. What http references
+may call is the operator's setting (:mod:`.egress`), which both enforce; the webhook's
+connections go only to the addresses it checked (:mod:`.outbound`).
 """

@@ -11,7 +11,9 @@ One :meth:`AiohttpClient.fetch` sends the request a policy's ``http`` block desc
 - tokens from ``authUrl`` live in memory only (:mod:`kinitiras_py.refs.tokens`), are never written
   into the policy, and a 401 from the target refreshes the token once and retries;
 - credentials may come from a Secret (``auth.secretRef``) instead of the policy;
-- identical successful requests within ``cache_ttl`` seconds share one answer (errors are not kept).
+- identical successful requests within ``cache_ttl`` seconds share one answer (errors are not kept);
+- every URL (target, redirect hop, ``authUrl``) and address connected to must pass the operator's
+  :class:`~kinitiras_py.refs.egress.Egress` setting (:mod:`.outbound`); no redirect to another host.
 
 No error message or log line contains a token, a password or a Basic-auth header: every message
 built while credentials are in scope passes through :func:`redact`.
@@ -31,10 +33,13 @@ from dataclasses import dataclass
 
 import aiohttp
 import orjson
+from aiohttp.abc import AbstractResolver
 from yarl import URL
 
 from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.refs import outbound
 from kinitiras_py.refs.durations import parse_duration
+from kinitiras_py.refs.egress import Egress
 from kinitiras_py.refs.resolver import Store
 from kinitiras_py.refs.tokens import Credentials, TokenCache, stored_token
 
@@ -95,17 +100,17 @@ class _Answer:
 class AiohttpClient:
     """Performs ``from: http`` references with aiohttp; see the module docstring."""
 
-    def __init__(self, session: aiohttp.ClientSession | Callable[[], aiohttp.ClientSession] | None = None, *,
+    def __init__(self, egress: Egress | None = None, *, resolver: AbstractResolver | None = None,
                  store: Store | None = None, default_timeout: float = 1.0, cache_ttl: float = 2.0,
                  max_body_bytes: int = 1 << 20, tokens: TokenCache | None = None,
                  clock: Callable[[], float] = time.monotonic, token_clock: Callable[[], float] = time.time,
                  max_cache_entries: int = 1024) -> None:
-        """``session`` is used as is (the caller closes it); a factory, or None, makes one lazily on
-        first use, which :meth:`close` closes. ``store`` reads ``auth.secretRef`` Secrets.
-        ``tokens`` defaults to a :class:`TokenCache` on ``token_clock`` (Unix seconds); ``clock``
-        (monotonic seconds) times the response cache."""
-        self._session = session if isinstance(session, aiohttp.ClientSession) else None
-        self._factory = None if isinstance(session, aiohttp.ClientSession) else session
+        """``egress`` (default: no prefixes, namespaced policies refused) decides what may be called,
+        ``resolver`` (default: aiohttp's) answers DNS under its guard. ``store`` reads
+        ``auth.secretRef`` Secrets. ``tokens`` defaults to a :class:`TokenCache` on ``token_clock``
+        (Unix seconds); ``clock`` (monotonic seconds) times the response cache."""
+        self.egress = egress if egress is not None else Egress()
+        self._resolver = outbound.GuardedResolver(self.egress, resolver)
         self._owned: aiohttp.ClientSession | None = None
         self._store = store
         self.default_timeout = default_timeout
@@ -124,31 +129,32 @@ class AiohttpClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the session this client made (not one it was given)."""
+        """Close the session and the resolver."""
         if self._owned is not None:
             await self._owned.close()
             self._owned = None
+        await self._resolver.close()
 
     def _http(self) -> aiohttp.ClientSession:
-        """The session to use, made on first use when none was given."""
-        if self._session is not None:
-            return self._session
+        """The session, made on first use (it needs the running loop)."""
         if self._owned is None or self._owned.closed:
-            self._owned = self._factory() if self._factory is not None else aiohttp.ClientSession()
+            self._owned = outbound.session(self._resolver)
         return self._owned
 
-    async def fetch(self, spec: Obj) -> Obj:
-        """Send the request ``spec`` describes; return ``{"body": ..., "header": {...}}``.
+    async def fetch(self, spec: Obj, namespaced: bool) -> Obj:
+        """Send the request ``spec`` describes (for a namespaced policy or not); return ``{"body", "header"}``.
 
         Raises LookupError with a message naming the method, the URL (without user info) and the
-        reason: timeout, connection failure, non-2xx status, oversized or non-JSON body, or no
-        usable token.
+        reason: refused by the egress setting, timeout, connection failure, a redirect to another
+        host, non-2xx status, oversized or non-JSON body, or no usable token.
         """
         req = _prepare(spec, self.default_timeout)
         where = f"{req.method} {req.shown}"
         secrets = _inline_secrets(req.auth)
         stage = ""
         try:
+            # Before the cache: an answer fetched for a cluster policy is no answer for a namespaced one.
+            self.egress.check(req.url, namespaced)
             async with asyncio.timeout(req.timeout):
                 key = _cache_key(req)
                 answer = self._cached(key)
@@ -156,63 +162,52 @@ class AiohttpClient:
                     log.debug("http reference served from cache", extra={"url": req.shown})
                     return _result(req, answer)
                 stage = " while getting its bearer token"
-                auth = await self._credentials(req, secrets)
+                auth = await self._credentials(req, secrets, namespaced)
                 stage = ""
-                answer = await self._attempt(req, auth)
+                answer = await self._attempt(req, auth, namespaced)
                 if answer.status == 401 and auth is not None and auth.creds is not None:
                     log.info("token refused, retrying once with a new one", extra={"url": req.shown})
                     stage = " while getting its bearer token"
                     fresh = await self.tokens.token(auth.creds, req.timeout, reject=auth.bearer)
                     secrets.append(fresh)
                     stage = ""
-                    answer = await self._attempt(req, _Auth(fresh, auth.creds))
+                    answer = await self._attempt(req, _Auth(fresh, auth.creds), namespaced)
                 result = _result(req, answer)
                 self._remember(key, answer)
                 return result
         except TimeoutError:
             message = f"{where}: no answer within {req.timeout:g} s{stage}"
         except aiohttp.ClientError as e:
-            message = f"{where}: {type(e).__name__}: {e}"
+            message = f"{where}: {outbound.guarded_message(e) or f'{type(e).__name__}: {e}'}"
         except (LookupError, ValueError) as e:
             message = str(e)
             if not message.startswith((where, "response of ")):
                 message = f"{where}: {message}"
         raise LookupError(redact(message, secrets))
 
-    async def _attempt(self, req: _Request, auth: _Auth | None) -> _Answer:
-        """Send ``req`` once (with ``auth``'s bearer token) and read the answer within the size limit."""
+    async def _attempt(self, req: _Request, auth: _Auth | None, namespaced: bool) -> _Answer:
+        """Send ``req`` once (with ``auth``'s bearer token), following redirects on the same host
+        that the egress setting allows, and read the answer within the size limit."""
         headers = dict(req.headers)
         if auth is not None:
             headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
             headers["Authorization"] = f"Bearer {auth.bearer}"
         started = time.monotonic()
-        async with self._http().request(req.method, req.url, headers=headers, data=req.body,
-                                        timeout=aiohttp.ClientTimeout(total=req.timeout)) as resp:
-            raw = await self._read(resp, req.shown)
-            answer = _Answer(resp.status, resp.reason or "", _headers(resp), raw)
+        async with outbound.following(self._http(), req.method, req.url, headers=headers, data=req.body,
+                                      timeout=req.timeout,
+                                      allowed=lambda url: self.egress.check(url, namespaced)) as resp:
+            raw = await outbound.read_body(resp, self.max_body_bytes, req.shown)
+            answer = _Answer(resp.status, resp.reason or "", outbound.headers_of(resp), raw)
         log.debug("http reference answered", extra={"method": req.method, "url": req.shown,
                                                       "status": answer.status,
                                                       "seconds": round(time.monotonic() - started, 3)})
         return answer
 
-    async def _read(self, resp: aiohttp.ClientResponse, shown: str) -> bytes:
-        """The (decompressed) body, refused when larger than ``max_body_bytes``."""
-        limit = self.max_body_bytes
-        too_big = f"response of {shown} is larger than {limit} bytes"
-        if resp.content_length is not None and resp.content_length > limit:
-            raise LookupError(too_big)
-        chunks, size = [], 0
-        async for chunk in resp.content.iter_chunked(1 << 16):
-            size += len(chunk)
-            if size > limit:
-                raise LookupError(too_big)
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    async def _credentials(self, req: _Request, secrets: list[str]) -> _Auth | None:
+    async def _credentials(self, req: _Request, secrets: list[str], namespaced: bool) -> _Auth | None:
         """The bearer token for ``req``: ``staticToken``, else the Secret's ``token``, else one from
-        ``authUrl`` (username and password inline or from the Secret), else a non-expired
-        ``auth.token``. Every secret value found is added to ``secrets``."""
+        ``authUrl`` (username and password inline or from the Secret; the URL held to the egress
+        setting like the request's), else a non-expired ``auth.token``. Every secret value found is
+        added to ``secrets``."""
         auth = req.auth
         if auth is None:
             return None
@@ -236,6 +231,7 @@ class AiohttpClient:
                 lifetime = parse_duration(expire) if expire else None
             except ValueError as e:
                 raise LookupError(f"auth.expireDuration: {e}") from None
+            self.egress.check(str(auth["authUrl"]), namespaced)
             creds = Credentials(str(auth["authUrl"]), str(username), str(password or ""), lifetime)
             token = await self.tokens.token(creds, req.timeout)
             secrets.append(token)
@@ -272,21 +268,23 @@ class AiohttpClient:
         return out
 
     async def _fetch_token(self, creds: Credentials, timeout: float) -> JSON:
-        """POST ``creds.auth_url`` with Basic auth; the parsed JSON answer (for :class:`TokenCache`)."""
+        """POST ``creds.auth_url`` with Basic auth, redirects not followed; the parsed JSON answer (for
+        :class:`TokenCache`)."""
         who = f"token endpoint for {creds.describe()}"
         secrets = [creds.password, *_basic_forms(creds.username, creds.password)]
         if ":" in creds.username:
             raise LookupError(f"{who}: a Basic-auth username cannot contain ':'")
         basic = "Basic " + _basic(creds.username, creds.password)
         try:
-            async with self._http().post(creds.auth_url, headers={"Authorization": basic},
+            async with self._http().post(creds.auth_url, headers={"Authorization": basic}, allow_redirects=False,
                                          timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                raw = await self._read(resp, who)
+                raw = await outbound.read_body(resp, self.max_body_bytes, who)
                 if not 200 <= resp.status < 300:
                     raise LookupError(redact(f"{who} answered {resp.status} {resp.reason or ''}: "
                                              f"{_excerpt(raw)}", secrets))
         except aiohttp.ClientError as e:
-            raise LookupError(redact(f"{who}: {type(e).__name__}: {e}", secrets)) from None
+            reason = outbound.guarded_message(e) or f"{type(e).__name__}: {e}"
+            raise LookupError(redact(f"{who}: {reason}", secrets)) from None
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -388,12 +386,6 @@ def _cache_key(req: _Request) -> tuple[object, ...]:
     """Identical requests: method, URL with query, headers, body and (a digest of) the auth block."""
     auth = hashlib.sha256(orjson.dumps(req.auth, option=orjson.OPT_SORT_KEYS)).hexdigest() if req.auth else ""
     return req.method, str(req.url), tuple(sorted(req.headers.items())), req.body, auth
-
-
-def _headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
-    """Response headers by name; repeated headers joined with ``, ``."""
-    # aiohttp's keys are multidict.istr; plain str keeps them usable as JSON and in CEL.
-    return {str(name): ", ".join(resp.headers.getall(name)) for name in dict.fromkeys(resp.headers.keys())}
 
 
 def _result(req: _Request, answer: _Answer) -> Obj:

@@ -28,9 +28,10 @@ class Store(Protocol):
 class HttpClient(Protocol):
     """Performs the http value references."""
 
-    async def fetch(self, spec: Obj) -> Obj:
-        """Send the request described by ``spec`` (url, method, header, params, body, auth);
-        return ``{"body": <JSON>, "header": {...}}``. Raises LookupError on failure."""
+    async def fetch(self, spec: Obj, namespaced: bool) -> Obj:
+        """Send the request described by ``spec`` (url, method, header, params, body, auth) for a
+        namespaced policy or a cluster one (the operator's setting treats them apart); return
+        ``{"body": <JSON>, "header": {...}}``. Raises LookupError on failure or refusal."""
 
 
 class LookupFailure(Exception):
@@ -38,9 +39,10 @@ class LookupFailure(Exception):
 
 
 async def resolve(ref: Obj, obj: Obj, store: Store, http: HttpClient | None,
-                  policy_namespace: str | None = None) -> JSON:
+                  policy_namespace: str | None = None, *, namespaced: bool) -> JSON:
     """The root value of a k8s, owner or http reference (the rule then reads ``path`` in it).
-    A namespaced policy (``policy_namespace``) reads only within its namespace (:mod:`.scoped`)."""
+    A namespaced policy (``policy_namespace``) reads only within its namespace (:mod:`.scoped`);
+    ``namespaced`` says whether the policy is a namespaced kind (for the egress setting)."""
     source = ref.get("from")
     store = scoped.bound(store, policy_namespace)
     try:
@@ -64,7 +66,7 @@ async def resolve(ref: Obj, obj: Obj, store: Store, http: HttpClient | None,
                                             str(secret_ref.get("name") or ""))
                     auth = {**auth, "secretRef": {**secret_ref, "namespace": within}}
                 spec["auth"] = auth
-            return await http.fetch(spec)
+            return await http.fetch(spec, namespaced)
     except placeholders.Missing:
         # kinitiras: a placeholder the object lacks yields an empty value, not an error.
         return None
@@ -105,12 +107,14 @@ async def _k8s(sel: Obj, obj: Obj, store: Store) -> Obj | None:
 
 
 async def resolve_rule(refs: Mapping[str, Obj], obj: Obj, store: Store, http: HttpClient | None,
-                       timeout: float, policy_namespace: str | None = None) -> dict[str, JSON]:
-    """Resolve every reference of one rule concurrently; raise LookupFailure on the first failure."""
+                       timeout: float, policy_namespace: str | None = None, *, namespaced: bool) -> dict[str, JSON]:
+    """Resolve every reference of one rule (of a namespaced policy or not) concurrently; raise
+    LookupFailure on the first failure."""
     names = list(refs)
     try:
         values = await asyncio.wait_for(
-            asyncio.gather(*(resolve(refs[n], obj, store, http, policy_namespace) for n in names)), timeout)
+            asyncio.gather(*(resolve(refs[n], obj, store, http, policy_namespace, namespaced=namespaced)
+                             for n in names)), timeout)
     except TimeoutError:
         raise LookupFailure(f"reference lookup ({', '.join(names)}) took longer than {timeout:g} s") from None
     return dict(zip(names, values, strict=True))

@@ -51,11 +51,12 @@ class Certificates:
             rotator.start()
 
     async def stop(self) -> None:
-        """Stop rotating (removing this replica's report) and release the Lease."""
-        if self.rotator is not None:
-            await self.rotator.stop()
+        """Release the Lease, then stop rotating (removing this replica's report). The Lease goes
+        first: a follower takes over at its next try, without waiting for the report's removal."""
         if self.elector is not None:
             await self.elector.stop()
+        if self.rotator is not None:
+            await self.rotator.stop()
 
 
 def static(cert_dir: Path) -> Certificates:

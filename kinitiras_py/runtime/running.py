@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -12,12 +13,14 @@ from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base import aiotasks
 from kinitiras_py.cluster import client as cluster_client
 from kinitiras_py.cluster.client import RestMapper
+from kinitiras_py.cluster.jswatch import HookFeed
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.status import StatusWriter
 from kinitiras_py.cluster.store import InformerStore
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import RuleFailure
+from kinitiras_py.refs import outbound
 from kinitiras_py.refs.http import AiohttpClient
 from kinitiras_py.registration.coverage import CoverageGate
 from kinitiras_py.registration.reconciler import Reconciler
@@ -30,6 +33,9 @@ from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.metrics import Metrics
 
 log = logging.getLogger("kinitiras_py.runtime")
+HOOKS_WAIT = 60.0
+"""Seconds the webhook waits, at start, for the JavaScript watch hooks of the policies there are to
+replay the objects that exist before it reports ready (rules reading a state not built yet fail)."""
 
 
 def _split_address(address: str) -> tuple[str, int]:
@@ -39,14 +45,27 @@ def _split_address(address: str) -> tuple[str, int]:
 
 async def run(settings: Settings, stop: asyncio.Event | None = None,
               started: Callable[[int], Awaitable[None]] | None = None) -> None:
-    """Serve until ``stop`` is set (or SIGTERM/SIGINT), then shut down in order."""
-    stop = stop or _signal_event()
+    """Serve until ``stop`` is set (or SIGTERM/SIGINT), then shut down in order.
+
+    Once asked to stop, the replica gives up the Lease at once and keeps answering for
+    ``settings.server.drain_seconds`` (the API server may send requests until it sees the pod
+    leave the Service's endpoints), then stops accepting and lets in-flight requests finish.
+    SIGINT, or a second signal, ends the drain early.
+    """
+    if stop is None:
+        signals = _Signals()
+        stop, hurry = signals.stop, signals.hurry
+    else:
+        hurry = asyncio.Event()
     api = await cluster_client.api_client(settings.kubeconfig)
     metrics = Metrics()
     watch = PolicyWatch(api)
     status = StatusWriter(api, watch.get)
     store = InformerStore(api)
-    http = AiohttpClient(store=store)
+    egress = settings.egress.with_api_server(await outbound.addresses(api.connection.server))
+    http = AiohttpClient(egress, store=store)
+    feed = HookFeed(api, store.mapper)
+    hooks_built = asyncio.Event()
     # With registration, requests see a policy only once the webhook rules cover it (CoverageGate).
     gate = CoverageGate(watch, on_in_force=lambda p: status.on_change(p.kind, p.namespace or None, p.name, p, None))
     indexes: CoverageGate | PolicyWatch = gate if settings.register else watch
@@ -54,7 +73,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     # One budget for the two memories of mutations: by their inputs, and by the request's bytes.
     mutationmemo.configure(settings.mutation_results_bytes - settings.mutation_results_bytes // 2)
     answers.configure(settings.mutation_results_bytes // 2)
-    pipeline = Pipeline(indexes.overrides, indexes.validations, store, http, lookup_timeout=settings.lookup_timeout)
+    pipeline = Pipeline(indexes.overrides, indexes.validations, store, http, lookup_timeout=settings.lookup_timeout,
+                        egress=egress)
     cert_dir = settings.server.cert_dir
 
     async def inject(bundle: bytes) -> bool:
@@ -62,6 +82,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
 
     certs = (certificates.rotating(api, settings.certs, inject) if settings.certs.secret
              else certificates.static(cert_dir))
+    metrics.certificate.tls = certs.tls
 
     def on_rule_failure(failure: RuleFailure) -> None:
         policy = failure.policy
@@ -75,6 +96,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
 
     async def on_policy_change(kind: str, namespace: str | None, name: str, compiled: CompiledPolicy | None,
                                error: str | None) -> None:
+        feed.update((kind, namespace, name), compiled)
         if not settings.register or compiled is None or gate.in_force(compiled):
             if compiled is None:
                 gate.withdraw(kind, namespace, name)  # narrowing is safe at once
@@ -87,7 +109,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     if not settings.register:
         registered.set()
     handlers = Handlers(pipeline, metrics, deadline=settings.server.deadline,
-                        ready=lambda: watch.synced.is_set() and registered.is_set() and certs.ready(),
+                        ready=lambda: (not server.draining and watch.synced.is_set() and registered.is_set()
+                                       and hooks_built.is_set() and certs.ready()),
                         on_rule_failure=on_rule_failure,
                         on_policy_admitted=reconciler.include if settings.register else None,
                         failure_policy=settings.registration.failure_policy)
@@ -105,6 +128,12 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     await server.start()
     try:
         await watch.synced.wait()
+        try:
+            async with asyncio.timeout(HOOKS_WAIT):
+                await feed.settled()
+        except TimeoutError:
+            log.warning("the JavaScript watch hooks of some policies are still waiting for their objects")
+        hooks_built.set()
         if settings.register:
             # The reconciler keeps the webhook rules scoped to what the policies select.
             reconciler.start()
@@ -114,12 +143,15 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         log.info("ready", extra={"policies": watch.counts()})
         await stop.wait()
     finally:
-        log.info("shutting down")
+        drain = settings.server.drain_seconds if stop.is_set() else 0.0  # a failure stops at once
+        log.info("shutting down", extra={"drain_seconds": drain})
+        if drain:
+            server.drain()
+        await asyncio.gather(_wait(hurry, drain), _step_down(reconciler, certs))
         await server.stop()
-        await reconciler.stop()
-        await certs.stop()
         await aiotasks.cancel(gauges)
         await watch.stop()
+        await feed.stop()
         await status.stop()
         await http.close()
         await store.close()
@@ -140,9 +172,29 @@ async def _update_gauges(watch: PolicyWatch, metrics: Metrics) -> None:
         await asyncio.sleep(5)
 
 
-def _signal_event() -> asyncio.Event:
-    event = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, event.set)
-    return event
+async def _step_down(reconciler: Reconciler, certs: certificates.Certificates) -> None:
+    """Stop writing the webhook configurations and release the Lease, so a follower leads at its next try."""
+    await reconciler.stop()
+    await certs.stop()
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    """Until ``event`` is set or ``seconds`` have passed."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+
+
+class _Signals:
+    """SIGTERM (what Kubernetes sends) sets :attr:`stop`; SIGINT, or any signal after the first,
+    also sets :attr:`hurry`, which cuts the drain short."""
+
+    def __init__(self) -> None:
+        self.stop, self.hurry = asyncio.Event(), asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self._received, False)
+        loop.add_signal_handler(signal.SIGINT, self._received, True)
+
+    def _received(self, interactive: bool) -> None:
+        if interactive or self.stop.is_set():
+            self.hurry.set()
+        self.stop.set()

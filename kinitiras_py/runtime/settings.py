@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kinitiras_py.admission import mutationmemo
 from kinitiras_py.engine.evaluation import celmemo
+from kinitiras_py.refs.egress import Egress
 from kinitiras_py.registration.builder import Registration
 from kinitiras_py.runtime.certificates import CertSettings
 
@@ -21,6 +22,9 @@ class ServerSettings:
     metrics_address: str = ":8080"
     """host:port of a separate plain-HTTP /metrics listener; empty serves /metrics on the webhook port."""
     deadline: float = 2.5
+    drain_seconds: float = 0.0
+    """After SIGTERM, keep answering (every connection closed after its answer) this long before
+    the listener closes: the time the Service's endpoints take to drop a terminating pod."""
     shutdown_timeout: float = 10.0
 
 
@@ -42,3 +46,6 @@ class Settings:
     mutation_results_bytes: int = mutationmemo.DEFAULT_BYTES
     """Memory for whole mutations remembered by all their inputs, half of it for their answers
     remembered by the request's bytes (0: none)."""
+    egress: Egress = field(default_factory=Egress)
+    """What http references may call (``--http-allow``, ``--http-namespaced``); the API server's
+    addresses are added to the guarded ones at start."""

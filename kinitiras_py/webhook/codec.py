@@ -8,7 +8,6 @@ with a 400 denial that echoes the uid when one could be read. Field types are ch
 from __future__ import annotations
 
 import base64
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +16,7 @@ import orjson
 from kinitiras_py.admission.pipeline import Request, with_namespace
 from kinitiras_py.base.errors import ReviewError
 from kinitiras_py.base.typedefs import Obj, Patch
-from kinitiras_py.webhook import shape
+from kinitiras_py.webhook import peek, shape
 
 API_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -40,30 +39,27 @@ class Review:
         return kind
 
 
-_UID_AT_START = re.compile(rb'"request"\s*:\s*\{\s*"uid"\s*:\s*"([^"\\]{1,256})"')
-"""The request's uid where the API server writes it: the first member of ``request``."""
-
-
 def peek_uid(body: bytes, complete: bool = True) -> tuple[str, str]:
     """Best-effort (apiVersion, uid) of a body that failed to decode, for the error response.
 
     The apiVersion is echoed only when it is one we answer in, the uid only when it is a string.
-    ``complete=False`` means ``body`` is only the beginning of the request (it was too large to
-    read): the uid is then found only where the API server puts it.
+    A body orjson cannot decode (too deep, a lone surrogate, cut short) is scanned instead
+    (:func:`peek.scan`). ``complete=False`` means ``body`` is only the beginning of the request
+    (it was too large to read): the uid is then found only where the API server puts it.
     """
-    if not complete:
-        found = _UID_AT_START.search(body)
-        version = next((v for v in API_VERSIONS if f'"apiVersion":"{v}"'.encode() in body), API_VERSIONS[0])
-        return version, found.group(1).decode(errors="replace") if found else ""
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return API_VERSIONS[0], ""
-    if not isinstance(doc, dict):
-        return API_VERSIONS[0], ""
-    echoed = doc.get("apiVersion")
-    req = doc.get("request")
-    uid = req.get("uid") if isinstance(req, dict) else None
+    doc: Any = None
+    if complete:
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            doc = None
+    if isinstance(doc, dict):
+        req = doc.get("request")
+        uid = req.get("uid") if isinstance(req, dict) else None
+        echoed = doc.get("apiVersion")
+    else:
+        found = peek.scan(body, whole=complete) if doc is None else peek.Found("", "")
+        echoed, uid = found.api_version, found.uid
     return echoed if echoed in API_VERSIONS else API_VERSIONS[0], uid if isinstance(uid, str) else ""
 
 

@@ -12,7 +12,7 @@ rather than reaching the engine with a type it does not expect. Checked here:
   annotations as maps of strings, ownerReferences...);
 * nesting: at most :data:`MAX_DEPTH` levels below ``object``/``oldObject``. The engine copies
   and serialises objects with orjson, which stops at 255 levels; Kubernetes objects are nowhere
-  near that deep, so the bound leaves room for what rules add.
+  near that deep, so the bound leaves room for what rules add (:mod:`.base.nesting`).
 
 Absent or null optional fields are fine; the caller checks which are required per operation.
 """
@@ -25,10 +25,9 @@ from typing import Any
 import orjson
 
 from kinitiras_py.base.errors import ReviewError
+from kinitiras_py.base.nesting import MAX_DEPTH, exceeds
 from kinitiras_py.base.typedefs import Obj
 
-MAX_DEPTH = 200
-"""Deepest nesting (objects and arrays) allowed inside ``object`` and ``oldObject``."""
 _STRINGS = ("name", "namespace", "subResource", "requestSubResource")
 _GVKS = {"kind": ("group", "version", "kind"), "requestKind": ("group", "version", "kind"),
          "resource": ("group", "version", "resource"), "requestResource": ("group", "version", "resource")}
@@ -183,19 +182,7 @@ def _written(obj: Obj) -> tuple[bool, bytes | None]:
     except orjson.JSONEncodeError as e:
         if "Recursion limit" in str(e):
             return True, None
-        return _exceeds(obj, MAX_DEPTH), None
-
-
-def _exceeds(root: Obj, limit: int) -> bool:
-    """Whether containers nest more than ``limit`` levels below ``root``: one list comprehension
-    per level, the fast check every request pays (finding the path is left to the slow one)."""
-    level: list[Any] = [root]
-    for _depth in range(limit + 1):
-        level = [child for value in level for child in (value.values() if isinstance(value, dict) else value)
-                 if isinstance(child, dict | list)]
-        if not level:
-            return False
-    return True
+        return exceeds(obj, MAX_DEPTH), None
 
 
 def _deeper_than(root: object, limit: int) -> list[str] | None:

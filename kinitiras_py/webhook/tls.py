@@ -91,6 +91,7 @@ class ReloadableTLS:
         self._current: ssl.SSLContext | None = None
         self._cert_pem: bytes | None = None
         self._fingerprint: str | None = None
+        self._not_after: float | None = None
         self._key_digest = b""
         self.reloads = 0
         """Successful loads (the first one included)."""
@@ -117,6 +118,11 @@ class ReloadableTLS:
         return self._fingerprint
 
     @property
+    def not_after(self) -> float | None:
+        """When the served leaf certificate expires (Unix seconds), or None before the first load."""
+        return self._not_after
+
+    @property
     def cert_pem(self) -> bytes | None:
         """The served certificate (chain) PEM, or None before the first load."""
         return self._cert_pem
@@ -133,6 +139,7 @@ class ReloadableTLS:
             return True
         try:
             fingerprint = leaf_fingerprint(cert_pem)
+            not_after = x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc.timestamp()
             fresh = self._new_context()
             with _pem_files(cert_pem, key_pem) as (cert_file, key_file):
                 fresh.load_cert_chain(cert_file, key_file)
@@ -152,7 +159,7 @@ class ReloadableTLS:
             with _pem_files(cert_pem, key_pem) as (cert_file, key_file):
                 self.context.load_cert_chain(cert_file, key_file)
         self._current, self._cert_pem, self._key_digest = fresh, cert_pem, hashlib.sha256(key_pem).digest()
-        previous, self._fingerprint = self._fingerprint, fingerprint
+        previous, self._fingerprint, self._not_after = self._fingerprint, fingerprint, not_after
         self.reloads += 1
         log.info("serving certificate %s", fingerprint, extra={"previous": previous})
         return True

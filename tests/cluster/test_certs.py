@@ -56,13 +56,13 @@ def secret_json(cluster: Cluster, namespace: str) -> dict[str, Any]:
     return dict(json.loads(proc.stdout))
 
 
-async def until(check: Callable[[], Any], within: float = 10.0) -> None:
+async def until(check: Callable[[], Any], within: float = 30.0) -> None:
     async with asyncio.timeout(within):
         while not check():
             await asyncio.sleep(0.05)
 
 
-async def reported(api: Any, namespace: str, rot: Rotator, within: float = 10.0) -> str:
+async def reported(api: Any, namespace: str, rot: Rotator, within: float = 30.0) -> str:
     """The fingerprint ``rot`` reported in the Secret, once it equals what it serves."""
     store = SecretStore(api, namespace, SECRET)
     async with asyncio.timeout(within):

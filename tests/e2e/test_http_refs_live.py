@@ -1,7 +1,9 @@
 """``from: http`` value references against a real HTTP server started by the test.
 
 The webhook process calls the server on 127.0.0.1 while the API server admits objects created
-with kubectl.
+with kubectl. The webhook runs with ``--http-namespaced --http-allow http://127.0.0.1:<port>/``
+(tests/e2e/conftest.py): loopback is reached only through that exact entry, and the server
+listens on that port.
 """
 
 from __future__ import annotations
@@ -72,10 +74,10 @@ def _handler(lookups: Lookups) -> type[BaseHTTPRequestHandler]:
 
 
 @pytest.fixture(scope="module")
-def lookups() -> Iterator[Lookups]:
-    """A plain-HTTP JSON server on 127.0.0.1 (a free port), stopped after the module."""
+def lookups(webhook: Webhook) -> Iterator[Lookups]:
+    """A plain-HTTP JSON server on the port the webhook may call, stopped after the module."""
     holder = Lookups("")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(holder))
+    server = ThreadingHTTPServer(("127.0.0.1", webhook.http_port), _handler(holder))
     server.daemon_threads = True
     holder.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, name="http-refs", daemon=True)
@@ -97,7 +99,7 @@ def apply_policy(cluster: Cluster, policy: dict[str, Any], resource: str, namesp
         out = cluster.kubectl("get", resource, name, "-n", namespace, "--no-headers").stdout.split()
         return out[1:3] == ["True", str(rules)]
 
-    assert wait_for(ready, 10), cluster.kubectl("get", resource, name, "-n", namespace, "-o", "yaml").stdout
+    assert wait_for(ready, 60), cluster.kubectl("get", resource, name, "-n", namespace, "-o", "yaml").stdout
 
 
 def label_policy(name: str, url: str, path: str, failure_policy: str = "Fail", timeout: float = 1,
@@ -159,14 +161,14 @@ def test_validate_condition_reads_the_http_answer(cluster: Cluster, webhook: Web
 def test_slow_endpoint_with_failure_policy_fail_denies(cluster: Cluster, webhook: Webhook, namespace: str,
                                                        lookups: Lookups) -> None:
     apply_policy(cluster, label_policy("slow-fail", f"{lookups.url}/slow", "body.team"), "op", namespace)
-    started = time.monotonic()
     code, stderr = create_configmap(cluster, namespace, "late-1")
-    elapsed = time.monotonic() - started
     assert code != 0
+    # The webhook answered, after its own 1 s lookup timeout: the denial is ours, not the API server's
+    # "failed calling webhook" at its 3 s webhook timeout (what a wall clock said here depended on
+    # how busy the machine was).
     assert f"policy OverridePolicy {namespace}/slow-fail, rule 0: http reference: " in stderr
     assert f"GET {lookups.url}/slow?name=late-1: no answer within 1 s" in stderr
-    # The webhook answered after its own 1 s lookup timeout, not the API server's 3 s webhook timeout.
-    assert elapsed < SLOW_SECONDS, elapsed
+    assert "failed calling webhook" not in stderr and "deadline exceeded" not in stderr
     assert cluster.kubectl("get", "cm", "late-1", "-n", namespace).returncode != 0
 
 
@@ -193,7 +195,7 @@ def test_non_json_answer_denies_and_the_placeholder_is_filled(cluster: Cluster, 
     assert f"policy OverridePolicy {namespace}/text-answer, rule 0: http reference: " in stderr
     assert "is not JSON" in stderr and "maintenance" in stderr
     # {{metadata.name}} in params reached the server as ?name=<the object's name>.
-    assert wait_for(lambda: {"name": ["plain-1"]} in lookups.queries("/text"), 2), lookups.seen
+    assert wait_for(lambda: {"name": ["plain-1"]} in lookups.queries("/text"), 30), lookups.seen
 
 
 def test_error_status_denies_naming_the_status(cluster: Cluster, webhook: Webhook, namespace: str,
@@ -204,3 +206,20 @@ def test_error_status_denies_naming_the_status(cluster: Cluster, webhook: Webhoo
     assert f"policy OverridePolicy {namespace}/broken-backend, rule 0: http reference: " in stderr
     assert f"GET {lookups.url}/broken?name=err-1 answered 500" in stderr
     assert "backend exploded" in stderr
+
+
+@pytest.mark.parametrize(("url", "reason"), [
+    ("http://169.254.169.254/latest/meta-data/iam/security-credentials/node", "is under no allowed prefix"),
+    ("http://127.0.0.1:{other}/team", "is under no allowed prefix"),
+    ("http://[::ffff:127.0.0.1]:{port}/team", "is under no allowed prefix"),
+])
+def test_a_policy_calling_outside_the_allow_list_is_refused_by_the_webhook(
+        cluster: Cluster, webhook: Webhook, namespace: str, lookups: Lookups, url: str, reason: str) -> None:
+    url = url.format(port=webhook.http_port, other=webhook.port)
+    policy = label_policy("ssrf", url, "body.team")
+    proc = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(policy))
+    assert proc.returncode != 0
+    assert ('admission webhook "' in proc.stderr and f"policy OverridePolicy {namespace}/ssrf: "
+            "spec.overrideRules[0].overriders.template.valueRef.http.url: " in proc.stderr), proc.stderr
+    assert reason in proc.stderr and "--http-allow PREFIX" in proc.stderr
+    assert cluster.kubectl("get", "op", "ssrf", "-n", namespace).returncode != 0

@@ -1,6 +1,6 @@
-"""KubeMod's README examples on the local API server: each ModRule converted by the registry
-(what ``kinitiras-py convert`` prints), applied with kubectl, and the objects created with
-kubectl changed or refused as KubeMod would."""
+"""KubeMod's README examples, and samples of our own, on the local API server: each ModRule
+converted by the registry (what ``kinitiras-py convert`` prints), applied with kubectl, and the
+objects created with kubectl changed or refused as KubeMod would."""
 
 from __future__ import annotations
 
@@ -163,3 +163,20 @@ def test_zone_from_the_node_synthetic_reference(cluster: Cluster, webhook: Webho
     finally:
         remove(cluster, policies)
         cluster.kubectl("delete", "node", node)
+
+
+def test_a_count_over_a_filter_decides_a_pod(cluster: Cluster, webhook: Webhook, namespace: str) -> None:
+    install(cluster, "pod-hardening.yaml", namespace)
+
+    def pod(name: str, *hardened: bool) -> str:
+        return yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [
+            {"name": f"c{i}", "image": "nginx", "ports": [{"containerPort": 80 + i}],
+             **({"securityContext": {"runAsNonRoot": True}} if safe else {})} for i, safe in enumerate(hardened)]}})
+
+    # Two containers without a securityContext: length(...) >= '2' holds, as in KubeMod.
+    refused = cluster.kubectl("create", "-n", namespace, "-f", "-", input=pod("bare", False, False, True))
+    assert refused.returncode != 0
+    assert "bare: at most one container may go without a securityContext" in refused.stderr
+    kubectl_ok(cluster, "create", "-n", namespace, "-f", "-", input=pod("ok", False, True))
+    containers = get_json(cluster, "pod", "ok", namespace)["spec"]["containers"]
+    assert [c["ports"][0]["name"] for c in containers] == ["c0-p0", "c1-p0"]

@@ -82,7 +82,7 @@ def test_policy_gets_rendered_cel_and_ready(cluster: Cluster, webhook: Webhook, 
 def test_deployment_and_its_pods_are_oversold(cluster: Cluster, webhook: Webhook, namespace: str) -> None:
     apply(cluster, OVERSELL, namespace)
     apply(cluster, POD_LABELS, namespace)
-    wait_for(lambda: "True" in cluster.kubectl("get", "op", "-n", namespace, "--no-headers").stdout, 5)
+    wait_for(lambda: "True" in cluster.kubectl("get", "op", "-n", namespace, "--no-headers").stdout, 60)
     apply(cluster, DEPLOYMENT, namespace)
     deployment = json.loads(cluster.kubectl("get", "deploy", "web", "-n", namespace, "-o", "json", check=True).stdout)
     requests = [c["resources"]["requests"] for c in deployment["spec"]["template"]["spec"]["containers"]]

@@ -135,7 +135,7 @@ def test_a_configmap_change_applies_to_the_next_pods(cluster: Cluster, webhook: 
         out = kubectl_ok(cluster, "create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(second))
         return str(json.loads(out)["spec"]["containers"][-1]["image"])
 
-    assert wait_for(lambda: dry_run_image() == "envoy.example/v2", 10, 0.2)
+    assert wait_for(lambda: dry_run_image() == "envoy.example/v2", 60, 0.2)
     kubectl_ok(cluster, "create", "-f", "-", input=json.dumps(second))
     assert get_json(cluster, "pod", "cart-2", namespace)["spec"]["containers"][-1]["image"] == "envoy.example/v2"
     assert get_json(cluster, "pod", "cart", namespace)["spec"]["containers"][-1] == first
@@ -148,7 +148,7 @@ def test_a_configmap_change_applies_to_the_next_pods(cluster: Cluster, webhook: 
         proc = cluster.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(third))
         return proc.stderr if proc.returncode else ""
 
-    message = wait_for(refusal, 10, 0.2)
+    message = wait_for(refusal, 60, 0.2)
     assert f"sidecar template: ConfigMap {namespace}/appmesh-sidecar not found" in str(message)
 
 

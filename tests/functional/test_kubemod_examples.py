@@ -174,6 +174,22 @@ def test_fan_out_over_containers_and_ports(tmp_path: Path) -> None:
                                                                      "capabilities": {"drop": ["ALL"]}}
 
 
+def _pod(*containers: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop"},
+            "spec": {"containers": list(containers)}}
+
+
+def test_a_count_over_a_filter_and_key_parts_in_values(tmp_path: Path) -> None:
+    bare = {"name": "a", "image": "nginx", "ports": [{"containerPort": 80}, {"containerPort": 81, "name": "x"}]}
+    hardened = {"name": "b", "image": "nginx", "securityContext": {}, "ports": [{"containerPort": 90}]}
+    code, result = apply_both(tmp_path, "pod-hardening.yaml", _pod(bare, {**bare, "name": "c"}))
+    assert code == 1 and "p: at most one container may go without a securityContext" in result["message"]
+    code, result = apply_both(tmp_path, "pod-hardening.yaml", _pod(bare, hardened))
+    assert code == 0
+    assert [[port.get("name") for port in c["ports"]] for c in result["object"]["spec"]["containers"]] == \
+        [["c0-p0", "x"], ["c1-p0"]]
+
+
 @pytest.mark.parametrize("sample", sorted(p.name for p in SAMPLES.glob("*.yaml")))
 def test_render_and_test_accept_modrules(sample: str) -> None:
     code, out, err = run("render", str(SAMPLES / sample))

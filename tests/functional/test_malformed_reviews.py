@@ -148,6 +148,24 @@ async def test_undecodable_bodies_still_get_an_admission_review(client: TestClie
     assert response["uid"] == uid and response["allowed"] is False and response["status"]["code"] == 400
 
 
+def with_raw_spec(raw: bytes) -> bytes:
+    """A review whose Pod's ``spec`` is the JSON text ``raw``, which orjson may refuse to decode."""
+    marker = "__raw__"
+    return orjson.dumps(request(object={**POD, "spec": marker})).replace(f'"{marker}"'.encode(), raw)
+
+
+@pytest.mark.parametrize("body", [
+    with_deep_spec(1023), with_deep_spec(5000), with_raw_spec(b'{"a":"\\ud800"}'),
+    with_raw_spec(b'{"metadata":{"uid":"not-this"},"x":"\\udfff"}'),
+], ids=["nested-1023", "nested-5000", "lone-surrogate", "lone-surrogate-nested-uid"])
+@pytest.mark.parametrize("path", ["/mutate", "/validate"])
+async def test_bodies_orjson_refuses_get_a_400_with_their_uid(client: TestClient, path: str, body: bytes) -> None:
+    response = await answer(client, path, body)
+    assert response["allowed"] is False and response["status"]["code"] == 400, response["status"]
+    assert "is not JSON" in response["status"]["message"]
+    assert response["uid"] == "u-1"
+
+
 async def test_a_get_on_an_admission_path_is_answered_with_a_review(client: TestClient) -> None:
     resp = await client.get("/mutate")
     doc = await resp.json()

@@ -14,8 +14,11 @@ import yaml
 from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from kinitiras_py.certs import authority
 from kinitiras_py.runtime.running import update_gauges
 from kinitiras_py.webhook.app import make_app
+from kinitiras_py.webhook.handlers import Handlers
+from kinitiras_py.webhook.tls import ReloadableTLS
 from tests.functional.test_webhook import (
     DENY_NS,
     DEPLOYMENT,
@@ -49,10 +52,27 @@ spec:
     cel: "object.data.missing == 'x'"
 """)
 """Its rule fails on a ConfigMap without that key, and is skipped."""
+CM_AUDIT = yaml.safe_load("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: cm-audit}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]
+  validateRules:
+  - validationActions: [Audit]
+    cel: "has(object.data)"
+  - validationActions: [Warn]
+    cel: "has(object.binaryData)"
+  - validationActions: [Warn, Audit]
+    cel: "has(object.immutable)"
+""")
+"""Its three rules fail on a bare ConfigMap: the policy is counted once per object and action."""
 SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"}}
 ACCOUNT = {**SECRET, "kind": "ServiceAccount"}
 """No owner reference: the owner lookup of ``owner_policy`` fails."""
 PROTECTED = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "prod", "labels": {"protected": "y"}}}
+
+SERVING = authority.new_serving(authority.new_ca(), ["kinitiras-webhook.kinitiras-system.svc"], days=30)
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -83,10 +103,14 @@ class _Watch:
         return {"ClusterOverridePolicy": 3, "OverridePolicy": 1, "ClusterValidatePolicy": 1, "ValidatePolicy": 0}
 
 
-async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
+async def exercise(aiohttp_client: Any) -> tuple[Handlers, TestClient]:
+    """An in-process server that has answered requests moving every metric it exports (its
+    certificate, policy counts and watches set as ``serve`` sets them): its handlers and a client."""
     fail_on_accounts = owner_policy("Fail")
     fail_on_accounts["spec"]["resourceSelectors"] = [{"apiVersion": "v1", "kind": "ServiceAccount"}]
-    handlers = make_handlers([OVERSELL, LABEL_CM, DENY_NS, CM_CHECK, owner_policy("Ignore"), fail_on_accounts])
+    handlers = make_handlers([OVERSELL, LABEL_CM, DENY_NS, CM_CHECK, CM_AUDIT, owner_policy("Ignore"),
+                              fail_on_accounts])
+    handlers.metrics.certificate.tls = ReloadableTLS(SERVING.cert, SERVING.key)
     client: TestClient = await aiohttp_client(make_app(handlers))
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
     renamed = {**DEPLOYMENT, "metadata": {**DEPLOYMENT["metadata"], "name": "another"}}
@@ -102,11 +126,17 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     synced = _Informer()
     synced.synced.set()
     update_gauges(_Watch({"ClusterOverridePolicy": synced, "OverridePolicy": _Informer()}), handlers.metrics)  # type: ignore[arg-type]
+    return handlers, client
+
+
+async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
+    handlers, client = await exercise(aiohttp_client)
     found = samples(await (await client.get("/metrics")).text())
 
     oversell, label_cm = "ClusterOverridePolicy oversell", "OverridePolicy default/label-cm"
     ignore, fail, protect = "ClusterOverridePolicy owner-ignore", "ClusterOverridePolicy owner-fail", \
         "ClusterValidatePolicy protect-ns"
+    audit = "ClusterValidatePolicy cm-audit"
     expected = {
         ("kinitiras_webhook_requests_total", (("code", "200"), ("endpoint", "mutate"))): 7.0,
         ("kinitiras_webhook_requests_total", (("code", "400"), ("endpoint", "mutate"))): 1.0,
@@ -124,6 +154,11 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
         ("kinitiras_policy_patched_total", (("policy", oversell),)): 5.0,
         ("kinitiras_policy_patched_total", (("policy", label_cm),)): 1.0,
         ("kinitiras_policy_rejected_total", (("action", "Deny"), ("policy", protect))): 1.0,
+        ("kinitiras_policy_rejected_total", (("action", "Audit"), ("policy", audit))): 1.0,
+        ("kinitiras_policy_rejected_total", (("action", "Warn"), ("policy", audit))): 1.0,
+        ("kinitiras_policy_matched_total", (("policy", audit),)): 1.0,
+        ("kinitiras_webhook_certificate_expiration_timestamp_seconds", ()):
+            authority.not_after(SERVING.cert).timestamp(),
         ("kinitiras_policy_errors_total", (("outcome", "ignored"), ("policy", ignore))): 1.0,
         ("kinitiras_policy_errors_total", (("outcome", "denied"), ("policy", fail))): 1.0,
         ("kinitiras_policy_errors_total", (("outcome", "ignored"), ("policy", "ClusterValidatePolicy cm-check"))): 1.0,

@@ -50,3 +50,25 @@ async def test_shutdown_finishes_in_flight_requests_and_refuses_new_ones(
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ctx)) as session:
         with pytest.raises(aiohttp.ClientConnectorError):
             await session.post(url, data=review("CREATE", secret), headers=JSON)
+
+
+async def test_a_draining_server_answers_old_and_new_connections_and_closes_each_after_its_answer(
+        tls: tuple[ReloadableTLS, ssl.SSLContext]) -> None:
+    server_tls, client_ctx = tls
+    server = Server(make_app(make_handlers([])), "127.0.0.1", 0, server_tls.context, shutdown_timeout=5)
+    await server.start()
+    url = f"https://127.0.0.1:{server.port}/validate"
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"}}
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_ctx, limit=1)) as session:
+            async with session.post(url, data=review("CREATE", pod), headers=JSON) as before:
+                assert before.status == 200 and before.headers.get("Connection", "").lower() != "close"
+            server.drain()
+            # the kept-alive connection from before the drain, then new connections: all answered
+            for _ in range(3):
+                async with session.post(url, data=review("CREATE", pod), headers=JSON) as during:
+                    assert during.status == 200
+                    assert during.headers.get("Connection", "").lower() == "close"
+                    assert orjson.loads(await during.read())["response"]["allowed"] is True
+    finally:
+        await server.stop()

@@ -43,8 +43,9 @@ def body(uid: str, request: dict[str, Any]) -> bytes:
     return orjson.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": req})
 
 
-def answer(handlers: Handlers, data: bytes) -> bytes:
-    out, code = asyncio.run(handlers.answer("mutate", data))
+def answer(handlers: Handlers, data: bytes, endpoint: str = "mutate") -> bytes:
+    """The answer of ``endpoint`` to ``data``, its status code appended."""
+    out, code = asyncio.run(handlers.answer(endpoint, data))
     return out + b"%d" % code
 
 

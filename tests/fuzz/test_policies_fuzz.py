@@ -39,14 +39,18 @@ FIELD_PATH = re.compile(r"^$|^[A-Za-z][A-Za-z0-9]*(\.[A-Za-z][A-Za-z0-9]*|\[[^\]
 # Strings that have broken checkers before: numbers in disguise, pointers, regexes, CEL, URLs.
 NASTY_STRINGS = ["", " ", "NaN", "-1", "1e400", "99999999999999999999999999Ei", "0", "-0", "0.5", "50%", "0%",
                  "/", "/a/~2", "/metadata/labels/a", "metadata.labels['x']", "a..b", "[0]", "/" + "a/" * 40,
-                 "/spec/containers/12345678901234567890", "(?=a)b", r"(a)\1", "a{1001}", r"\pL", "[",
+                 "/spec/containers/12345678901234567890", "/" + "a/" * 253, "/metadata/finalizers/99999999999999999999",
+                 "1e-400", "(?=a)b", r"(a)\1", "a{1001}", r"\pL", "[",
                  "file:///etc/passwd", "not a url", "http://{{metadata.name}}/x", "{{", "}}", "-1m", "1h",
                  "object", "[]", "[{\"op\": \"add\"}]", "range(10).size() > 0 ? [] : []", "true", "1 +",
+                 "request.bogus", "params.x == 'a'", "namespaceObject.metadata.name == 'a'", "object.a == [][0]",
+                 "quantity(object.metadata.name) == quantity('x')", "has(request.bogus) || [][0]",
                  "\x00", "é", "\u2028", "*", "CREATE", "Fail", "y", "off", "~", "a" * 300]
 # Strings well formed for many fields (names, quantities, factors, pointers, CEL, durations, URLs).
 PLAUSIBLE_STRINGS = ["app", "v1", "Pod", "apps/v1", "Deployment", "1", "500m", "1Gi", "0.5", "/metadata/name",
                      "/spec/containers/0/image", "body.team", "10m", "https://teams.example/api", "[]",
-                     "true", "object.metadata.name == 'x'", "^[a-z]+$", "kubernetes.io/hostname",
+                     "true", "object.metadata.name == 'x'", "^[a-z]+$", "kubernetes.io/hostname", "Node",
+                     "request.operation == 'CREATE'", "namespaceObject != null && namespaceObject.metadata.name != ''",
                      "function jsa_mutate(op, obj) { return {Result: obj} }",
                      "const jsa_validate = (obj) => ({Allowed: obj.kind !== 'Pod'})",
                      "function jsa_mutate(obj) {\n  return {Allowed: false,\n}"]

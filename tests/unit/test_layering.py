@@ -1,4 +1,4 @@
-"""The layering the README states, checked on the imports of kinitiras_py (read with ast).
+"""The layering docs/architecture.md states, checked on the imports of kinitiras_py (read with ast).
 
 One contract per rule:
 
@@ -34,7 +34,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 }
 """Subpackages that may import only the ones listed (besides themselves)."""
 FLOW = ("engine", "refs", "admission", "webhook")
-"""The README's data flow, bottom first: no layer imports one to its right."""
+"""The data flow of docs/architecture.md, bottom first: no layer imports one to its right."""
 
 
 @dataclass(frozen=True)

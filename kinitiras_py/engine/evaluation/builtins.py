@@ -10,6 +10,7 @@ functions are pure and never mutate their arguments.
 from __future__ import annotations
 
 import copy
+import math
 from decimal import Decimal, InvalidOperation
 
 from kinitiras_py.base.typedefs import JSON, Obj
@@ -226,4 +227,20 @@ def arithmetic(value: JSON, operation: str, operand: JSON) -> JSON:
         result = left * right
     else:
         result = left / right
-    return int(result) if result == result.to_integral_value() else float(result)
+    if result == result.to_integral_value() and _INT64[0] <= result <= _INT64[1]:
+        return int(result)
+    number = float(result)  # beyond int64 as well: a double, as the API server reads such JSON numbers
+    if not math.isfinite(number):
+        raise ValueError(f"valueProcess: {value} {operation} {operand} is beyond the range of a double")
+    return number
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def representable(text: str) -> bool:
+    """Whether the decimal ``text`` is a number a double holds: finite, and not a non-zero value
+    that rounds to zero."""
+    number = Decimal(text)
+    converted = float(number)
+    return math.isfinite(converted) and (converted != 0 or number == 0)

@@ -31,6 +31,9 @@ cel-expr-python 0.1.3, and what this module does about it
       ``orValue()``. This is checked at compile time (:func:`celcheck.inspect`).
     * The branches of ``c ? a : b`` must have one static type: ``c ? {'a': 1} : {'b': 'x'}``
       does not compile, ``c ? dyn({'a': 1}) : dyn({'b': 'x'})`` does.
+    * Maps have no order of their own (a hash table's, changing between evaluations): loops
+      over a map run over its keys sorted, and maps in results and in our functions' arguments
+      are put in that order (:mod:`.celorder`), so that the same input gives the same result.
     * Selecting a field of ``null`` is an error, even under ``has()`` or ``.?``: on CREATE
       ``oldObject.metadata``, ``has(oldObject.metadata)`` and ``oldObject.?metadata`` all fail,
       so test ``oldObject != null`` first.
@@ -67,6 +70,7 @@ from kinitiras_py.engine.evaluation import (
     celcheck,
     celext,
     celmemo,
+    celorder,
     celreads,
     celvalues,
     cost,
@@ -134,7 +138,7 @@ def _env() -> cel.Env:
         variables={name: cel.Type.DYN for name in VARIABLES},
         extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath(),
                     ext_encoders.ExtEncoders(), ext_bindings.ExtBindings()],
-        functions=[_declaration(f) for f in celext.FUNCTIONS],
+        functions=[*(_declaration(f) for f in celext.FUNCTIONS), celorder.declaration()],
     )
     # The environment is configured lazily by the first compile; do it here so a clash in our
     # own declarations fails loudly instead of being reported as a broken policy.
@@ -172,10 +176,16 @@ class Program:
         """The checker's static result type: ``BOOL``, ``LIST<DYN>``, ``DYN``..."""
         return str(self._expression.return_type().name())
 
-    def evaluate(self, variables: Mapping[str, JSON] | Bindings) -> JSON:
+    def checked(self) -> bytes:
+        """The checked program: an Any-wrapped ``cel.expr.CheckedExpr`` (read by :mod:`.celcheck`)."""
+        return bytes(self._expression.serialize())
+
+    def evaluate(self, variables: Mapping[str, JSON] | Bindings, remember: bool = True) -> JSON:
         """Evaluate with ``variables`` (names from :data:`VARIABLES`; missing ones are null).
 
         Returns a plain JSON value; raises :class:`CelEvalError` when evaluation fails.
+        ``remember=False`` leaves the result cache (:mod:`.celmemo`) out: an evaluation made
+        while a policy is checked is neither looked up nor kept, nor counted.
         """
         paths, names = self.bound.paths, self.bound.variables
         if paths is not None and names is not None:
@@ -185,9 +195,9 @@ class Program:
                 bounds.check_size(self.bound, variables.longest(paths), variables.largest(names, self.bound.bytes))
         if isinstance(variables, Mapping):
             data = _projected(variables, self.reads)[0]
-            memo = celmemo.key(data)
+            memo = celmemo.key(data) if remember else None
         else:
-            memo = variables.key(self.reads)
+            memo = variables.key(self.reads) if remember else None
         if memo is not None:
             found = celmemo.RESULTS.get(self.source, memo)
             if found is not celmemo.MISSING:
@@ -282,6 +292,9 @@ def compile_program(source: str) -> Program:
             f"requests of {bound.bytes:,} bytes with lists of {bound.items} entries: iterate less, or over "
             "shorter lists")
     reads = celreads.reads(serialized, VARIABLES)
+    rewritten = celorder.ordered(serialized)  # what was estimated and read above, with maps iterated in order
+    if rewritten is not None:
+        expression = _env().deserialize(rewritten)
     if reads is not None and len(_READS) < MAX_INTERNED:
         reads = _READS.setdefault(reads, reads)
     return Program(source, expression, bound, reads)
@@ -317,4 +330,4 @@ def _result(result: Any) -> JSON:
             celvalues.check_json(plain)
     except celvalues.NotJSON as e:
         raise e.error("result") from None
-    return plain
+    return celvalues.ordered(plain)  # cel-cpp's maps come out in an order of their own

@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 from cel_expr_python import cel
 
+from kinitiras_py.engine.evaluation import celvalues
+
 # -- calling Python from cel-expr-python 0.1.3 ----------------------------------------------------
 #
 # Its bridge (PyCelFunctionAdapter::Invoke) never releases the argument tuple it builds nor the
@@ -58,7 +60,8 @@ def bridge(name: str, impl: Callable[..., Any]) -> Any:
 
     def trampoline(_self: int | None, args: tuple[Any, ...]) -> Any:
         try:
-            result = impl(*args)
+            # Maps in key order, not in the order of cel-cpp's hash tables (see celorder).
+            result = impl(*map(celvalues.ordered, args))
         except Exception as e:  # a ctypes callback cannot raise: see MARK
             message = (str(e) or type(e).__name__).replace("\0", "")
             result = type(f"{MARK}{message}{MARK}", (), {"__slots__": ()})()

@@ -57,7 +57,7 @@ def fields(buf: bytes) -> list[tuple[int, Any]]:
 # Sub-expression fields per Expr kind: select 5 {operand 1}, call 6 {target 1, args 3}, list 7
 # {elements 1}, map 8 {entries 2 -> {map_key 3, value 4}}, comprehension 9 {range 2, init 4,
 # condition 5, step 6, result 7}. Ids are field 2 of an Expr, types field 3 of a CheckedExpr.
-_CHILDREN = {5: (1,), 6: (1, 3), 7: (1,), 8: (3, 4), 9: (2, 4, 5, 6, 7)}
+CHILDREN = {5: (1,), 6: (1, 3), 7: (1,), 8: (3, 4), 9: (2, 4, 5, 6, 7)}
 
 
 def _nodes(checked: list[tuple[int, Any]]) -> Iterator[tuple[int, list[tuple[int, Any]]]]:
@@ -67,13 +67,13 @@ def _nodes(checked: list[tuple[int, Any]]) -> Iterator[tuple[int, list[tuple[int
     pending = [v for n, v in checked if n == 4]
     while pending:
         for kind, body in fields(pending.pop()):
-            if kind not in _CHILDREN:
+            if kind not in CHILDREN:
                 continue
             parts = fields(body)
             yield kind, parts
             if kind == 8:  # the keys and values are in the entries (field 2)
                 parts = [(n, v) for _, entry in (p for p in parts if p[0] == 2) for n, v in fields(entry)]
-            pending.extend(v for n, v in parts if n in _CHILDREN[kind])
+            pending.extend(v for n, v in parts if n in CHILDREN[kind])
 
 
 REGEX_FUNCTIONS = ("find", "findAll", "matches", "regexReplaceAll")
@@ -112,7 +112,7 @@ def inspect(serialized: bytes, library: frozenset[str]) -> Findings:
                 if pattern is not None:
                     patterns.append((name, pattern))
         elif kind == 7:  # elements marked `[?x]` are unwrapped by the list itself
-            skip = {i for n, v in parts if n == 2 for i in _packed(v)}
+            skip = {i for n, v in parts if n == 2 for i in packed(v)}
             exposed = [v for i, v in enumerate(v for n, v in parts if n == 1) if i not in skip]
         elif kind == 8:  # likewise the value of a `{?k: v}` entry (field 5)
             entries = [dict(fields(v)) for n, v in parts if n == 2]
@@ -133,7 +133,8 @@ def _pattern(name: str, parts: list[tuple[int, Any]]) -> str | None:
     return pattern.decode() if isinstance(pattern, bytes) else None
 
 
-def _packed(value: int | bytes) -> list[int]:
+def packed(value: int | bytes) -> list[int]:
+    """The numbers of a repeated varint field: one, or packed in bytes."""
     if isinstance(value, int):
         return [value]
     out, i = [], 0

@@ -38,7 +38,7 @@ Kinitiras helpers
     the object in CEL and never pass it (or a container) to one of them.
 
 KubeMod helpers
-    ``kubemod.printed``, ``template.text``, ``template.goText``, ``template.goQuote``,
+    ``kubemod.printed``, ``kubemod.compare``, ``template.text``, ``template.goText``, ``template.goQuote``,
     ``yaml.decode`` and ``regexReplaceAll``, for rules brought from KubeMod (:mod:`.kubemodlib`).
 
 Regular expressions in ``find``/``findAll`` run on RE2 (:mod:`.regex`), as Kubernetes' do and
@@ -333,6 +333,7 @@ _HELPERS = (
 _KUBEMOD = (
     _fn("kubemod.printed", *(Overload(f"kubemod_printed_{kind}", (kind,), "string", kubemodlib.go_printed)
                               for kind in ("int", "double", "bool"))),
+    _helper("kubemod.compare", kubemodlib.gval_compare, ("string", "any", "any"), "bool"),
     _helper("template.text", kubemodlib.template_text, ("any",), "string"),
     _helper("template.goText", kubemodlib.go_text, ("any",), "string"),
     _helper("template.goQuote", kubemodlib.go_quote, ("any",), "string"),

@@ -17,14 +17,18 @@ How a program reads
     end of a path the value is read in one of three ways: its **kind** only (``type(x)``,
     ``has(x.f)``, ``x.hasValue()``), its **size** (``size(x)``, or a loop over it: every element
     is visited, though perhaps not read), or **all** of it (anything else: compared, handed to
-    a function, put in a list or map). A compiler-made ``@`` name could hold anything: such a
-    program reads everything.
+    a function, put in a list or map). The walker fails closed: a compiler-made ``@`` name
+    outside a loop, a name that is neither a variable, a bound name nor a type, or a kind of
+    node it does not know could hold anything, and such a program reads everything.
 
 How a value is cut
     Maps keep the keys read (all of them under a size read or ``*``), lists every element under
     a size read or ``*`` and none under a kind read; what nothing reads of an element is
     ``null``, of a map or list read for its kind only, an empty one. :func:`project` also says
-    where the projection depends on the value, for :func:`touches`.
+    where the projection depends on the value, for :func:`touches`: everywhere at and below a
+    part kept whole and a map keeping all its keys (a key added to an empty map matters); only
+    at the path itself for a map looked up by named keys (each key noted on its own) and for a
+    list (a change of its length notes the list itself, :mod:`.patchlog`).
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ _NONE: _Sources = frozenset()
 _INDEXES = ("_[_]", "_[?_]", "_?._")
 _PASSING = ("value", "dyn", "optional.of")
 _KIND_OF = ("type", "hasValue")
+_TYPE_NAMES = frozenset(("bool", "bytes", "double", "dyn", "int", "list", "map", "null_type", "optional_type",
+                         "string", "type", "uint"))
+"""Names that denote a type (``type(x) == map``), the only names besides variables and those a
+program binds that read nothing."""
 
 
 class _Anything(Exception):
@@ -121,9 +129,9 @@ class _Reader:
                     return env[name]
                 if name in self.variables:
                     return frozenset({(name, ())})
-                if name.startswith("@"):
-                    raise _Anything
-                return _NONE  # a type name (map, list...)
+                if name in _TYPE_NAMES or name.startswith("google.protobuf."):
+                    return _NONE
+                raise _Anything  # a compiler-made @ name, or one this walker does not know
             if kind == 5:
                 select = dict(fields(body))
                 found = self.value(select.get(1, b""), env)
@@ -148,6 +156,8 @@ class _Reader:
                 return _NONE
             if kind == 9:
                 return self.comprehension(body, env)
+            if kind not in (2, 3):  # neither the id nor a constant: a kind of node not known here
+                raise _Anything
         return _NONE
 
     def call(self, body: bytes, env: dict[str, _Sources]) -> _Sources:
@@ -226,8 +236,11 @@ class _Node:
         # collects them by identity instead of hashing path tuples for every value it visits.
         self.deep: tuple[Path, bool] = (path, True)
         self.shallow: tuple[Path, bool] = (path, False)
-        self.as_map = self.deep if self.size else self.shallow
         self.every = below.get(ANY)
+        # A map keeps every key when read for its size or through any key (a computed key, a
+        # loop): it then depends on a key added below it, even to an empty map. Looked up by
+        # named keys only, it depends on its kind here and on each named key (noted apart).
+        self.as_map = self.deep if self.size or self.every is not None else self.shallow
         self.named = any(key != ANY for key in below)
         self.children = {key: _merged(node, self.every) for key, node in below.items() if key != ANY}
 

@@ -113,6 +113,31 @@ def careful(value: Any) -> Any:
     return item
 
 
+def key_order(key: Any) -> tuple[int, Any]:
+    """Where a map key goes in the order kinitiras-py gives maps (see :mod:`.celorder`):
+    booleans, then numbers, then strings (by code point), each in their own order."""
+    kind = type(key)
+    return (0 if kind is bool else 2 if kind is str else 1, key)
+
+
+def ordered(value: Any) -> Any:
+    """``value`` with the keys of every map in it in :func:`key_order`: cel-cpp's maps have no
+    order of their own (:mod:`.celorder`). The same object when it holds no map."""
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        return value
+    blob = exact_json(value, orjson.OPT_SORT_KEYS | _STRICT)  # at C speed: plain JSON, string keys
+    if blob is not None:
+        return orjson.loads(blob) if b"{" in blob else value
+    if kind is list:
+        return [ordered(item) for item in value]
+    try:
+        keys = sorted(value, key=key_order)
+    except TypeError:  # keys beyond CEL's (bytes, doubles...): kept as they come
+        keys = list(value)
+    return {key: ordered(value[key]) for key in keys}
+
+
 _STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
 
 

@@ -21,10 +21,22 @@ Sizes
 
 Iteration
     cel-cpp stops an evaluation after :data:`MAX_ITERATIONS` comprehension iterations in all,
-    so no loop body runs more often than that, however loops nest. ``map`` and ``filter`` copy
+    so no loop body runs more often than that, however loops nest; and all loops together run
+    that many iterations at most, so the evaluation costs at most what runs outside loops plus
+    :data:`MAX_ITERATIONS` times the costliest single iteration of any loop (what the loop's
+    body costs, nested loops aside). The estimate is the lesser of that bound and the sum over
+    loops (each iterating as often as its list is long, nesting multiplying): the first is
+    what bounds many loops side by side (``..`` unrolled, unions of filters), the second few
+    short ones. ``map`` and ``filter`` copy
     their growing result at every step (measured: quadratic), so they cost the square of their
     length. The elements of a list from the request share its size: what a loop body spends on
     its own element's size is charged once per pass over the list, not once per element.
+
+Parts of elements
+    A loop over a list read from the element of an enclosing loop (``l.exists(x,
+    x.ports.exists(p, ...))``, each level of an unrolled ``..``) iterates a different part of
+    the request at every pass: what its elements' sizes cost sums, over all those passes, to
+    the enclosing list's size at most, so it is charged once per pass of the enclosing loop.
 
 Calls
     Our functions (:mod:`.celext`) convert their arguments to Python and their result back,
@@ -147,7 +159,12 @@ class _Walker:
         self.data = data
         self.limit = limit
         self.total = 0.0
+        self.outside = 0.0  # the cost outside every loop
+        self.own: dict[int, float] = {}  # what one iteration of each loop costs, nested loops aside
+        self.costliest = 0.0  # the most any one iteration costs
         self.loops: list[tuple[int, float]] = []  # enclosing comprehensions: (id, iterations)
+        self.parents: dict[int, int] = {}  # loop -> the loop whose element its list was read from
+        self.one_step: int | None = None  # the loop whose step is being sized with one small element
         self.read: dict[Path, None] = {}  # request paths whose entries the cost depends on, in order
         self.roots: dict[str, None] = {}  # the variables read
 
@@ -158,14 +175,37 @@ class _Walker:
 
     def run(self) -> float:
         result = self.expr(self.root, {})
-        return self.total + CONVERSION * result.bytes  # the result is converted to Python
+        return self.bound() + CONVERSION * result.bytes  # the result is converted to Python
 
-    def _times(self, exclude: int | None = None) -> float:
+    def bound(self) -> float:
+        """The lesser of the two bounds on what the walk has charged so far (see module doc)."""
+        return min(self.total, self.outside + MAX_ITERATIONS * self.costliest)
+
+    def _add(self, amount: float, exclude: frozenset[int] = frozenset()) -> None:
+        """Charge ``amount`` for each run of the current node (once per pass over the loops ``exclude``)."""
+        self.total += amount * self._times(exclude)
+        loop = next((lid for lid, _ in reversed(self.loops) if lid not in exclude), None)
+        if loop is None:
+            self.outside += amount
+        else:
+            own = self.own.get(loop, 0.0) + amount
+            self.own[loop] = own
+            self.costliest = max(self.costliest, own)
+
+    def _times(self, exclude: frozenset[int] = frozenset()) -> float:
         product = 1.0
         for loop, n in self.loops:
-            if loop != exclude:
+            if loop not in exclude:
                 product *= n
         return min(product, MAX_ITERATIONS) if self.loops else 1.0
+
+    def _lineage(self, loop: int) -> frozenset[int]:
+        """``loop`` and the loops whose elements its list was read from, one inside the other."""
+        found = {loop}
+        while loop in self.parents:
+            loop = self.parents[loop]
+            found.add(loop)
+        return frozenset(found)
 
     def charge(self, cost: Any, args: list[Val]) -> None:
         """Charge ``cost(args)`` for every execution of the current node.
@@ -174,16 +214,16 @@ class _Walker:
         that list, and their per-element size at every iteration.
         """
         if not args:  # identifiers, selections, literals: a constant cost
-            self.total += cost(args) * self._times()
-            if self.total > self.limit:
+            self._add(cost(args))
+            if self.bound() > self.limit:
                 raise _Over
             return
         small = float(cost([a.small() for a in args]))
-        self.total += small * self._times()
+        self._add(small)
         for loop in {a.origin for a in args if a.origin >= 0}:
             big = float(cost([a if a.origin == loop else a.small() for a in args]))
-            self.total += max(0.0, big - small) * self._times(exclude=loop)
-        if self.total > self.limit:
+            self._add(max(0.0, big - small), exclude=self._lineage(loop))
+        if self.bound() > self.limit:
             raise _Over
 
     def expr(self, body: bytes, env: dict[str, Val]) -> Val:
@@ -268,6 +308,10 @@ class _Walker:
             if shaped is None and args[1].origin >= 0 and args[0].origin != CONST:
                 # Indexed by a loop's distinct indexes: one element per iteration, each once a pass.
                 shaped = replace(args[0].at(ANY), origin=args[1].origin)
+                if args[0].origin >= 0 and args[0].origin != args[1].origin and not args[0].listed:
+                    self.parents.setdefault(args[1].origin, args[0].origin)  # a part of that loop's element
+                if args[1].origin == self.one_step:  # the element the step reads by its index
+                    shaped = shaped.small()
             if shaped is None and args[0].paths:
                 shaped = args[0].at(ANY if key is None else key)
             if shaped is not None:
@@ -296,18 +340,22 @@ class _Walker:
             element = replace(source.at(ANY), origin=node_id)
         else:
             element = retag(source.element, node_id)
+        if source.origin >= 0 and not source.listed:
+            self.parents[node_id] = source.origin  # a part of that loop's element
         inner = {**env, names[1]: element if names[8] == "" else ONE}
         if names[8]:
             inner[names[8]] = element
         self.loops.append((node_id, n))
         accumulator = init  # all, exists, exists_one: a bool or a count
         if init.listed:  # map, filter: the list grows by what one step adds, n times
-            saved = self.total
+            saved = (self.total, self.outside, dict(self.own), self.costliest)
             step = self.expr(parts[6], {**inner, names[3]: init})
             one = step
             if names[8] == "" and element.origin >= 0:
+                sizing, self.one_step = self.one_step, node_id
                 one = self.expr(parts[6], {**inner, names[1]: element.small(), names[3]: init})
-            self.total = saved
+                self.one_step = sizing
+            self.total, self.outside, self.own, self.costliest = saved
             # What the elements of a request list add sums to the list's size at most.
             grown = n * max(0.0, one.bytes - init.bytes) + max(0.0, step.bytes - one.bytes)
             origin = merge(init, step)

@@ -139,6 +139,8 @@ def _member(vals: list[Val]) -> tuple[float, Val]:
 
 
 def _concat(vals: list[Val]) -> tuple[float, Val]:
+    if all(v.bytes <= 8 and not v.listed for v in vals):  # numbers (a size() counts as many items as it says)
+        return 1, Val(sum(v.items for v in vals), 8, literal=all(v.literal for v in vals))
     # Lists copy their elements, strings their characters (dyn operands could be either).
     items, size = sum(v.items for v in vals), sum(v.bytes for v in vals)
     listed = any(v.listed for v in vals)
@@ -163,6 +165,11 @@ def _same(vals: list[Val]) -> tuple[float, Val]:
     largest = max(vals, key=lambda v: v.bytes) if vals else ONE
     return 1 + TRAVERSAL * sum(v.items for v in vals), Val(largest.items, largest.bytes, merge(*vals),
                                                            paths=paths(vals))
+
+
+def _sum(vals: list[Val]) -> tuple[float, Val]:
+    """``l.sum()``: one pass over the list, a number."""
+    return 1 + TRAVERSAL * sum(v.items for v in vals), Val(1, 8)
 
 
 def _index(vals: list[Val]) -> tuple[float, Val]:
@@ -226,7 +233,8 @@ FUNCTIONS: dict[str, Rule] = {
     "@in": _member,
     **dict.fromkeys(("_+_",), _concat),
     **dict.fromkeys(("lowerAscii", "upperAscii", "replace", "split", "substring", "trim", "reverse",
-                     "join", "strings.quote", "format", "sum", "min", "max"), _same),
+                     "join", "strings.quote", "format", "min", "max"), _same),
+    "sum": _sum,
     **dict.fromkeys(("dyn", "optional.of", "value", "orValue", "optional.ofNonZeroValue", "or", "_?_:_"), _pass),
     **dict.fromkeys(("_[_]", "_[?_]", "_?._"), _index),
     **dict.fromkeys(("_&&_", "_||_", "!_", "-_", "_-_", "_*_", "_/_", "_%_", "@not_strictly_false",
@@ -242,7 +250,7 @@ FUNCTIONS: dict[str, Rule] = {
     **dict.fromkeys(("quantity", "isQuantity", "sign", "isGreaterThan", "isLessThan", "compareTo", "add",
                      "sub", "asInteger", "isInteger", "asApproximateFloat", "scale", "canonical"), _quantity),
     **dict.fromkeys(("jsonpatch.escapeKey", "cond.equal", "cond.isIn", "cond.compare", "cond.process",
-                     "workload.podSpecPath"), _scalar),
+                     "workload.podSpecPath", "kubemod.compare"), _scalar),
     "kubemod.printed": _printed,
 }
 

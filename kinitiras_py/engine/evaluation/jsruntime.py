@@ -5,7 +5,8 @@ from another thread it reports a stack overflow on every call), and the request 
 rules on the event loop or in a worker thread. So each script is given one of :data:`THREADS`
 dedicated threads when it is made, and its context is created, called and re-created only there;
 callers wait for it. Scripts on different threads run side by side (quickjs lets go of the GIL),
-and a script that runs to its limit holds up only the scripts that share its thread.
+and a script that runs to its limit holds up only the scripts that share its thread. Scripts with
+watch hooks move to threads of their own kind (:data:`WATCH_THREADS`) once loaded.
 
 A context has no file, network, timer or process access: quickjs-ng gives none unless the
 embedder adds it, and we add only js-admissions-controller's logging functions, which collect
@@ -32,6 +33,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import quickjs
@@ -49,7 +51,7 @@ LOG_LINES = 20
 """Most lines one call may log; further ones are counted as one notice."""
 LOG_CHARS = 2000
 _CALL = r"""(() => {
-  const parse = JSON.parse, stringify = JSON.stringify, lines = [];
+  const parse = JSON.parse, stringify = JSON.stringify, freeze = Object.freeze, lines = [];
   const text = (v) => { if (typeof v === "string") return v; try { return stringify(v) ?? String(v); }
                         catch { return String(v); } };
   const joined = (args) => args.map(text).join(" ");
@@ -58,20 +60,37 @@ _CALL = r"""(() => {
     const out = String(fmt).replace(/%[a-z%]/g, (m) => m === "%%" ? "%" : i < args.length ? text(args[i++]) : m);
     return i < args.length ? out + " " + joined(args.slice(i)) : out;
   };
+  const frozen = (root) => {  // a loop, not recursion: deep state must not overflow the stack
+    const todo = [root];
+    while (todo.length) {
+      const v = todo.pop();
+      if (v !== null && typeof v === "object") { freeze(v); for (const k in v) todo.push(v[k]); }
+    }
+    return root;
+  };
   const emit = (level, line) => { if (lines.length <= LIMIT) lines.push([level, line.slice(0, CHARS)]); };
   globalThis.jsa_log = (...args) => { emit("info", joined(args)); };
   globalThis.jsa_logf = (fmt, ...args) => { emit("info", format(fmt, args)); };
   globalThis.jsa_debug = (...args) => { emit("debug", joined(args)); };
   globalThis.jsa_debugf = (fmt, ...args) => { emit("debug", format(fmt, args)); };
-  return function (fn, input) {
+  return function (fn, input, state, at, keep) {
     lines.length = 0;
-    return stringify([fn(...parse(input)), lines]);  // one flat string (the binding reads no ropes)
+    const args = parse(input);
+    const value = at >= 0 ? parse(state) : undefined;
+    if (at >= 0) args[at] = keep ? value : frozen(value);
+    const out = stringify([fn(...args), lines]);  // one flat string (the binding reads no ropes)
+    if (!keep) return out;
+    const kept = stringify(value);
+    if (typeof kept !== "string") throw new TypeError("the state has no JSON form");
+    return [out, kept].join("\u0001");  // flat, unlike +; JSON text never holds a raw control character
   };
 })()""".replace("LIMIT", str(LOG_LINES)).replace("CHARS", str(LOG_CHARS))
 """Calls a function with arguments given as a JSON array; returns ``[result, log lines]`` as JSON
 text. Defines js-admissions-controller's logging utilities (``jsa_log``, ``jsa_logf``,
 ``jsa_debug``, ``jsa_debugf``): quickjs may not call into Python under a time limit, so their
-lines travel back with the result and are written to our log then."""
+lines travel back with the result and are written to our log then. The state, as JSON text, is
+put at argument ``at`` (when not negative): deep-frozen, or (``keep``) writable and returned
+after the result, separated by U+0001 (the binding ends a string at a NUL)."""
 log = logging.getLogger("kinitiras_py.javascript")
 _WHERE = re.compile(r"<input>:(\d+)")
 _FRAME = re.compile(r"\(<input>:(\d+)")  # a stack frame of the script (a bare location may be a JSON text's)
@@ -93,14 +112,43 @@ class JsLoadError(JsError):
         super().__init__(reason)
 
 
+class State:
+    """A script's ``state`` between calls, as JSON text: read and written only on the script's
+    JavaScript thread, inside a call, so that calls see and leave it whole, one after the other."""
+
+    def __init__(self, limit: int) -> None:
+        self.text = "{}"
+        self.limit = limit
+        """Most characters the text may have."""
+        self.ready = False
+        """Set once jsa_init and the replay of existing objects have run."""
+        self.problem: str | None = None
+        """Why calls that bind the state fail (set for good: a new policy version starts afresh)."""
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How a call sees the state: at which argument, whether it may change it, and whether it runs
+    while the state is being built (jsa_init and the replay of existing objects)."""
+
+    state: State
+    at: int
+    writable: bool
+    early: bool = False
+
+
 LOAD_LIMIT = 0.5
 """Seconds a script's top level may run when it is loaded (at most its own limit): loading happens
 when a policy is admitted, inside that request's deadline."""
 THREADS = 4
 """Threads that run scripts; each script always runs on the same one."""
+WATCH_THREADS = 2
+"""Further threads for scripts with watch hooks (:meth:`Script.watch`): replaying and following
+objects keeps them busy, and scripts of other rules must not wait behind that."""
 _lock = threading.Lock()
 _pools: list[concurrent.futures.ThreadPoolExecutor] = []
 _assigned = itertools.count()
+_watch_assigned = itertools.count()
 
 
 def _executor(index: int) -> concurrent.futures.ThreadPoolExecutor:
@@ -173,6 +221,12 @@ class Script:
         self.texts: dict[str, str] = {}
         """The source text of each of those that is a function (``Function.prototype.toString``)."""
 
+    def watch(self) -> None:
+        """Run this script's calls from now on one of the :data:`WATCH_THREADS` (its context, bound
+        to the thread that made it, is made again there on the next call). Call it between calls."""
+        self._thread = THREADS + next(_watch_assigned) % WATCH_THREADS
+        self._context, self._call = None, None
+
     def load(self, names: tuple[str, ...]) -> None:
         """Load the source now (JsLoadError when it does not parse or its top level fails) and
         note what ``names`` are in it."""
@@ -206,26 +260,59 @@ class Script:
         self._context, self._call = context, call
         return context
 
-    def call(self, name: str, args: list[JSON], time_limit: float | None = None) -> JSON:
+    def call(self, name: str, args: list[JSON], time_limit: float | None = None,
+             state: Binding | None = None) -> JSON:
         """``name(*args)``'s result, converted to JSON (undefined and functions are null).
 
         ``time_limit`` (seconds) lowers the script's own limit, never raises it, and is also the
-        most wall time the caller waits. JsError when the script throws, is interrupted, runs out
-        of memory, returns what JSON cannot hold or does not finish in time.
+        most wall time the caller waits. ``state``, when given, says where the state goes. JsError
+        when the script throws, is interrupted, runs out of memory, returns what JSON cannot hold,
+        does not finish in time, or binds a state that is not ready or failed.
         """
         # Under a wall-time bound the CPU limit is a little shorter, so that it normally ends the script.
         limit = self.timeout if time_limit is None else max(min(time_limit * 0.9, self.timeout), 0.001)
         wait = limit + GRACE if time_limit is None else min(limit + GRACE, time_limit)
+        text = self._arguments(args)
+        return on_js_thread(self._thread, self._invoke, name, text, limit, state, wait=wait)
+
+    def submit(self, name: str, args: list[JSON], state: Binding | None = None) -> concurrent.futures.Future[JSON]:
+        """Queue ``name(*args)`` on the script's thread, under its own limits, without waiting:
+        calls run in the order they are queued (how watch hooks see events in order)."""
+        return self.queue(self._invoke, name, self._arguments(args), self.timeout, state)
+
+    def queue(self, fn: Callable[..., _T], *args: Any) -> concurrent.futures.Future[_T]:
+        """Queue ``fn(*args)`` on the script's thread, after every call queued before it."""
+        return _executor(self._thread).submit(fn, *args)
+
+    @staticmethod
+    def _arguments(args: list[JSON]) -> str:
         try:
-            text = json.dumps(args, allow_nan=False)  # ASCII: a lone surrogate travels as an escape
+            return json.dumps(args, allow_nan=False)  # ASCII: a lone surrogate travels as an escape
         except ValueError as e:  # NaN or infinity: no JSON form
             raise JsError(f"the input cannot be given to the script: {e}") from None
-        result = on_js_thread(self._thread, self._run, name, text, limit, wait=wait)
+
+    def _invoke(self, name: str, text: str, limit: float, binding: Binding | None) -> JSON:
+        """On the script's thread: the call, its log lines written, the state kept when it may change."""
+        box = binding.state if binding is not None else None
+        if box is not None and box.problem is not None:
+            raise JsError(box.problem)
+        if binding is not None and box is not None and not box.ready and not binding.early:
+            raise JsError("its state is not built yet: the objects its watch hooks follow are still being listed")
+        keep = binding is not None and binding.writable
+        result = self._run(name, text, limit, box.text if box is not None else "",
+                           binding.at if binding is not None else -1, keep)
+        head, _, kept = result.partition("\x01")
         try:
-            value, lines = json.loads(result)
+            value, lines = json.loads(head)
         except (ValueError, RecursionError):
             raise JsError("the result cannot be read as JSON (nested too deeply)") from None
         self._log(lines)
+        if box is not None and keep:
+            if len(kept) > box.limit:
+                box.problem = (f"{name} left a state of {len(kept)} characters of JSON, more than its limit of "
+                               f"{box.limit}: the rule fails until its policy changes")
+                raise JsError(box.problem)
+            box.text = kept
         return value
 
     def _log(self, lines: JSON) -> None:
@@ -236,7 +323,7 @@ class Script:
                 text = f"more than {LOG_LINES} lines logged in one call: the rest are dropped"
             log.log(logging.DEBUG if level == "debug" else logging.INFO, str(text), extra={"script": self.name})
 
-    def _run(self, name: str, text: str, limit: float) -> str:
+    def _run(self, name: str, text: str, limit: float, state: str = "", at: int = -1, keep: bool = False) -> str:
         context, call = self._context, self._call
         try:
             if context is None or call is None:
@@ -246,7 +333,7 @@ class Script:
             fn = context.eval(name)  # an identifier of ours, so top-level let and const are found
             if not isinstance(fn, quickjs.Object):
                 raise JsError(f"{name} is not a function")
-            result = call(fn, text)  # type: ignore[misc]
+            result = call(fn, text, state, at, keep)  # type: ignore[misc]
         except JsLoadError:
             raise
         except (quickjs.JSException, quickjs.StackOverflow) as e:

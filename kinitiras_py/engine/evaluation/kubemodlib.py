@@ -6,6 +6,9 @@ All take and return small values: a scalar, the text of one rendered value, one 
   number is a float64 there: ``8080`` -> ``"8080"``, ``1000000`` -> ``"1e+06"``, ``1.5`` ->
   ``"1.5"``; ``null`` -> ``"<nil>"``; booleans ``"true"``/``"false"``). Match criteria compare
   non-string values in this form, as KubeMod does.
+* ``kubemod.compare(op, a, b)``: KubeMod's comparison operators (gval's ``==``, ``!=``, ``<``,
+  ``<=``, ``>``, ``>=``) on two values, for the cases CEL's own operators differ
+  (:func:`gval_compare`).
 * ``template.text(x)``: how a ``{{ }}`` placeholder of a value template writes ``x``: a string
   as it is, other scalars as CEL's ``string()`` writes them, ``null`` as nothing, lists and maps
   as JSON (which YAML reads back as the same value).
@@ -46,6 +49,95 @@ def go_printed(value: JSON) -> str:
     if isinstance(value, str):
         return value
     raise ValueError("kubemod.printed: only scalars are printed")
+
+
+_GO_DECIMAL = re.compile(r"[+-]?(?:[0-9_]+\.?[0-9_]*|\.[0-9_]+)(?:[eE][+-]?[0-9][0-9_]*)?")
+_GO_HEX = re.compile(r"[+-]?0[xX](?:[0-9a-fA-F_]+\.?[0-9a-fA-F_]*|\.[0-9a-fA-F_]+)[pP][+-]?[0-9][0-9_]*")
+
+
+def go_number(text: str) -> float | None:
+    """``strconv.ParseFloat(text, 64)`` in Go, or None where it fails (out of range included)."""
+    low = text.lower()
+    if low == "nan":
+        return math.nan
+    unsigned = low[1:] if low[:1] in ("+", "-") else low
+    if unsigned in ("inf", "infinity"):
+        return -math.inf if low.startswith("-") else math.inf
+    hexadecimal = _GO_HEX.fullmatch(text) is not None
+    if not (hexadecimal or _GO_DECIMAL.fullmatch(text)) or not any(c.isdigit() for c in text):
+        return None
+    if "_" in text and not _underscores_ok(text):
+        return None
+    plain = text.replace("_", "")
+    try:
+        number = float.fromhex(plain) if hexadecimal else float(plain)
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def gval_number(value: Any) -> float | None:
+    """The number gval reads ``value`` as when it converts operands (a number, or a string
+    ``strconv.ParseFloat`` reads), else None."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    return go_number(value) if isinstance(value, str) else None
+
+
+_ORDER = {"<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}
+
+
+def gval_compare(op: str, a: Any, b: Any) -> bool:
+    """``a op b`` as KubeMod's select language computes it (false where it fails).
+
+    ``==``/``!=``: as numbers when both read as one (:func:`gval_number`), else deep equality.
+    Orderings: two numbers or two strings as they are, else as numbers when both read as one,
+    else the two printed as Go prints them (``fmt.Sprint``), compared as text; null fails.
+    """
+    x, y = gval_number(a), gval_number(b)
+    if op in ("==", "!="):
+        equal = x == y if x is not None and y is not None else _deep_equal(a, b)
+        return equal if op == "==" else not equal
+    if op not in _ORDER:
+        raise ValueError(f"kubemod.compare: unknown operator {op!r}")
+    test = _ORDER[op]
+    if isinstance(a, str) and isinstance(b, str):
+        return bool(test(a.encode(), b.encode()))
+    if x is not None and y is not None:
+        return bool(test(x, y))
+    if a is None or b is None:
+        return False
+    return bool(test(_go_value(a).encode(), _go_value(b).encode()))
+
+
+def _deep_equal(a: Any, b: Any) -> bool:
+    """Go's ``reflect.DeepEqual`` of two JSON-decoded values (every number a float64)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return float(a) == float(b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_deep_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_deep_equal(v, b[k]) for k, v in a.items())
+    return type(a) is type(b) and a == b
+
+
+def _underscores_ok(text: str) -> bool:
+    """Go's rule for digit separators: each ``_`` between two digits, or after a base prefix."""
+    body = text.lstrip("+-")
+    if body[:2].lower() in ("0x", "0b", "0o"):
+        body = "0" + body[2:]
+    hexadecimal = text.lstrip("+-")[:2].lower() == "0x"
+    digits = "0123456789abcdefABCDEF" if hexadecimal else "0123456789"
+    previous = ""
+    for i, ch in enumerate(body):
+        if ch == "_" and (previous == "" or previous not in digits or i + 1 >= len(body) or body[i + 1] not in digits):
+            return False
+        previous = ch
+    return True
 
 
 def _go_float(number: float) -> str:

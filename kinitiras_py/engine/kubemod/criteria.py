@@ -82,8 +82,10 @@ def _criterion(expr: syntax.Expr, condition: Obj) -> str:
             found = f"({nonempty} && {compiler.walk(expr, 'all', lambda v, _k: _passes(condition, v, compiler))})"
         else:
             found = some
-    elif (isinstance(expr, Call) and expr.name == "length") or (isinstance(expr, syntax.Literal) \
-            and not isinstance(expr.value, bool)):
+    elif isinstance(expr, Call) and expr.name == "length":
+        # length() is a Go int, printed in decimal (a JSON number is a float64: 1e+06).
+        found = compiler.value(expr, lambda v: _passes(condition, f"dyn(string({v}))", compiler), None)
+    elif isinstance(expr, syntax.Literal) and not isinstance(expr.value, bool):
         found = compiler.value(expr, lambda v: _passes(condition, v, compiler), None)
     else:
         found = compiler.boolean(expr)

@@ -54,9 +54,10 @@ def template_parts(text: str, path: str) -> list[tuple[bool, str]]:
         pos = end + 2
 
 
-# A CEL string literal (single or double quotes, raw or not), or the name ``namespace`` alone.
-_STRING_OR_NAMESPACE = re.compile(
-    r"[rR]?(?:'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\")|(?<![\w.])namespace(?!\w)")
+_STRING = r"[rR]?(?:'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\")"
+"""A CEL string literal (single or double quotes, raw or not): a name inside one is text."""
+_STRINGS = re.compile(_STRING)
+_STRING_OR_NAMESPACE = re.compile(_STRING + r"|(?<![\w.])namespace(?!\w)")
 NAMESPACE_VARIABLE = "kmNamespace"
 """``namespace`` is a reserved word in CEL: templates write it, the program binds this name."""
 
@@ -67,9 +68,26 @@ def _renamed(expr: str) -> str:
 
 def template_cel(text: str, path: str) -> str:
     """CEL of the rendered text of a value template (before it is read as YAML)."""
-    pieces = [f"template.text(dyn({_renamed(part)}))" if is_cel else cel_string(part)
-              for is_cel, part in template_parts(text, path)]
+    pieces = [(_renamed(part) if _printed(part) else f"template.text(dyn({_renamed(part)}))") if is_cel
+              else cel_string(part) for is_cel, part in template_parts(text, path)]
     return " + ".join(pieces) if pieces else '""'
+
+
+_PRINTING = ("template.goText(", "template.goQuote(", "string(")
+
+
+def _printed(expr: str) -> bool:
+    """Whether ``expr`` is one call of a function that prints its argument (what a translated Go
+    template writes): its string is written as it is, with no second conversion."""
+    if not expr.startswith(_PRINTING) or not expr.endswith(")"):
+        return False
+    depth = 0
+    bare = _STRINGS.sub('""', expr)
+    for i, ch in enumerate(bare):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and ch == ")":
+            return i == len(bare) - 1
+    return False
 
 
 def with_scope(body: str, item: str, keys: tuple[Key, ...]) -> str:

@@ -5,24 +5,29 @@ steps into (``type(v) == map && "k" in v``) and hands the value on to the rest o
 gives the *miss* result of the context (``false`` under ``exists``, ``true`` under ``all``,
 ``[]`` when collecting). So KubeMod's ``undefined`` never becomes a value: a missing key, an
 index out of range, or a step into a string all end that branch, and a comparison with an
-undefined operand is false, as KubeMod's README says. Ordering comparisons of values of
-different kinds, and ``&&``/``||``/``!`` on values that are not booleans, which are errors in
-KubeMod, are false too.
+undefined operand is false, as KubeMod's README says. Comparisons have gval's meaning
+(:mod:`.compare`); ``&&``/``||``/``!`` on values that are not booleans, errors in KubeMod, are
+false.
 
 Fan-out segments (``[*]``, ``.*``, unions, filters) become CEL comprehensions over the list, or
 the keys of the map: ``exists`` when asking whether any selected value passes a test, ``all``
 for every value, ``map`` when collecting one result per value together with its *key parts*
-(the indexes or keys each fan-out segment took, which ``#0``, ``#1``... refer to).
+(the indexes or keys each fan-out segment took, which ``#0``, ``#1``... refer to), a count
+when a function reads the array a select with several values gives (``length``, ``isEmpty``,
+``isNotEmpty``: KubeMod's array of the values, undefined ones left out).
 
 Recursive descent ``..`` is unrolled :data:`DESCENT_DEPTH` levels below where it appears: each
 level is one nested comprehension, so the CEL grows linearly with the depth and runs at CEL
 speed without any value leaving CEL. Values deeper than that are not visited: ``$..image``
 reaches a Deployment's container images (``spec.template.spec.containers[*]`` is 5 levels
 down), ``$..containerPort`` does not reach its ports (7 levels). The depth is what CEL's parser
-allows (32 levels of nesting) with room for the rest of a select; a select whose CEL would cost
-more than the evaluation budget (``..`` with ``matchFor: All`` and a regex, say) is refused when
-the policy is admitted, like any CEL. ``..`` is for tests over the selected values (match
-criteria and filters); a patch select refuses it, since its key parts would have no fixed number.
+allows (32 levels of nesting) with room for the rest of a select. What bounds its cost is
+cel-cpp's limit of 10,000 loop iterations per evaluation, all loops together (:mod:`.cost`):
+``$.spec..ports[? @.containerPort < 1024]`` fits the budget for any request, and an object with
+more values than that fails the rule rather than stalling it. A select whose CEL would still
+cost more than the budget is admitted for the requests it can afford, or refused, like any
+CEL. ``..`` is for tests over the selected values (match criteria, filters, functions); a patch
+select refuses it, since its key parts would have no fixed number.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kinitiras_py.engine.kubemod import syntax
+from kinitiras_py.engine.kubemod.compare import Operand, compare
 from kinitiras_py.engine.kubemod.syntax import (
     Call,
     Compare,
@@ -54,7 +60,6 @@ MAX_CEL_BYTES = 64 * 1024
 of the path, so a short select can grow past it."""
 DESCENT_DEPTH = 5
 """Levels below its starting point that ``..`` visits."""
-NUMBER_TYPES = "[int, uint, double]"
 
 
 @dataclass(frozen=True)
@@ -113,8 +118,9 @@ class Compiler:
     def walk(self, path: Path, mode: str, leaf: Leaf, current: str | None = None, miss: str | None = None) -> str:
         """CEL applying ``leaf`` to every value ``path`` selects, combined by ``mode``.
 
-        ``mode`` is ``any`` (a bool: some value passes), ``all`` (a bool: every value passes) or
-        ``list`` (a list nested one level per fan-out segment, with ``leaf``'s result innermost).
+        ``mode`` is ``any`` (a bool: some value passes), ``all`` (a bool: every value passes),
+        ``list`` (a list nested one level per fan-out segment, with ``leaf``'s result innermost)
+        or ``count`` (an int: the sum of ``leaf``'s results, ints).
         ``miss`` replaces the result of a plain path that selects nothing.
         """
         start, segments = self.start(path, current)
@@ -132,7 +138,7 @@ class Compiler:
         return source
 
     def _miss(self, mode: str) -> str:
-        return {"any": "false", "all": "true", "list": "[]"}[mode]
+        return {"any": "false", "all": "true", "list": "[]", "count": "0"}[mode]
 
     def _steps(self, value: str, segments: tuple[syntax.Segment, ...], mode: str, leaf: Leaf,
                keys: tuple[Key, ...], current: str | None) -> str:
@@ -192,7 +198,7 @@ class Compiler:
                 parts.append(f"({cond} ? [dyn({found})] : [])")
             else:
                 parts.append(f"({cond} ? {found} : {self._miss(mode)})")
-        joiner = {"any": " || ", "all": " && ", "list": " + "}[mode]
+        joiner = {"any": " || ", "all": " && ", "list": " + ", "count": " + "}[mode]
         return "(" + joiner.join(parts) + ")"
 
     def _each(self, value: str, mode: str, then: Callable[[str, Key | None], str], test: Expr | None) -> str:
@@ -200,15 +206,20 @@ class Compiler:
         x, v = self.fresh(), self.fresh()
         item = f"(type({value}) == map ? {value}[{x}] : {x})"
         if mode == "list":
-            # Over the indexes of a list or the keys of a map, so that each value comes with its key.
-            over = f"(type({value}) == map ? dyn({value}.map({x}, {x})) : dyn(range(size({value}))))"
+            # Over the indexes of a list or the keys of a map (a loop over a map is over its keys),
+            # so that each value comes with its key.
+            over = f"(type({value}) == map ? dyn({value}) : dyn(range(size({value}))))"
             key = Key(x, None)
-            body = f"cel.bind({v}, {value}[{x}], dyn({then(v, key)}))"
+            # No parentheses or dyn() around the result where CEL does not need them: each is a
+            # level of nesting, and a value template sits below every level of the select.
+            body = f"cel.bind({v}, {value}[{x}], {then(v, key)})"
             if test is None:
                 looped = f"{over}.map({x}, {body})"
             else:
                 looped = f"{over}.map({x}, cel.bind({v}, {value}[{x}], {self.boolean(test, v)}), {body})"
-            return f"(type({value}) in [list, map] ? dyn({looped}) : dyn([]))"
+            return f"(type({value}) in [list, map] ? {looped} : [])"
+        if mode == "count":
+            return f"(type({value}) in [list, map] ? {self._count(value, then, test, x, v)} : 0)"
         macro = "exists" if mode == "any" else "all"
         body = then(v, None)
         if test is not None:
@@ -217,6 +228,18 @@ class Compiler:
         return (f"(type({value}) in [list, map] ? {value}.{macro}({x}, cel.bind({v}, {item}, {body})) "
                 f": {self._miss(mode)})")
 
+    def _count(self, value: str, then: Callable[[str, Key | None], str], test: Expr | None, x: str, v: str) -> str:
+        """CEL int: the values below ``value`` (a list or map) that ``test`` keeps, counted by ``then``."""
+        item = f"(type({value}) == map ? {value}[{x}] : {x})"
+        body = then(v, None)
+        if body == "1":  # nothing follows: the kept items themselves
+            if test is None:
+                return f"size({value})"
+            return f"size({value}.filter({x}, cel.bind({v}, {item}, {self.boolean(test, v)})))"
+        if test is not None:
+            body = f"({self.boolean(test, v)} ? {body} : 0)"
+        return f"{value}.map({x}, cel.bind({v}, {item}, {body})).sum()"
+
     def _descend(self, value: str, rest: tuple[syntax.Segment, ...], mode: str, leaf: Leaf,
                  keys: tuple[Key, ...], current: str | None, depth: int) -> str:
         here = self._steps(value, rest, mode, leaf, keys, current)
@@ -224,11 +247,13 @@ class Compiler:
             return here
         x, v = self.fresh(), self.fresh()
         below = self._descend(v, rest, mode, leaf, keys, current, depth - 1)
-        macro, joiner = ("exists", "||") if mode == "any" else ("all", "&&")
         item = f"(type({value}) == map ? {value}[{x}] : {x})"
         # The guard goes into the range, not around the loop: CEL's parser allows 32 levels of
         # nesting, and every level saved is one more level ``..`` can reach.
         over = f"(type({value}) in [list, map] ? dyn({value}) : dyn([]))"
+        if mode == "count":
+            return f"({here} + {over}.map({x}, cel.bind({v}, {item}, {below})).sum())"
+        macro, joiner = ("exists", "||") if mode == "any" else ("all", "&&")
         return f"({here} {joiner} {over}.{macro}({x}, cel.bind({v}, {item}, {below})))"
 
     # -- expressions ------------------------------------------------------------------------------
@@ -244,11 +269,22 @@ class Compiler:
                                   "cannot be an operand")
             return self.walk(expr, "any", lambda v, _keys: then(v), current)
         if isinstance(expr, Call) and expr.name == "length":
+            def named(size: str) -> str:
+                n = self.fresh()
+                return f"cel.bind({n}, dyn({size}), {then(n)})"
+
+            if isinstance(expr.argument, Path) and not expr.argument.plain:
+                return named(self.count(expr.argument, current))
+
             def length(v: str) -> str:
-                return (f"(type({v}) == string ? {then(f'size(bytes({v}))')} : type({v}) in [list, map] "
-                        f"? {then(f'size({v})')} : type({v}) == null_type ? {then('0')} : false)")
-            return self._argument(expr.argument, length, then("0"), current)
+                return (f"(type({v}) == string ? {named(f'size(bytes({v}))')} : type({v}) in [list, map] "
+                        f"? {named(f'size({v})')} : type({v}) == null_type ? {named('0')} : false)")
+            return self._argument(expr.argument, length, named("0"), current)
         return then(self.boolean(expr, current))
+
+    def count(self, path: Path, current: str | None) -> str:
+        """CEL int: how many values a path with several values selects (KubeMod's array of them)."""
+        return self.walk(path, "count", lambda _v, _keys: "1", current)
 
     def _argument(self, expr: Expr, then: Callable[[str], str], undefined: str, current: str | None) -> str:
         """Like :meth:`value`, but ``undefined`` instead of false when the argument is undefined."""
@@ -281,14 +317,15 @@ class Compiler:
         if name == "length":
             return "false"
         if name in ("isDefined", "isUndefined"):
-            if isinstance(arg, Path):
-                if not arg.plain:
-                    raise SelectError(f"{name}() needs a path to one value (no [*], '..', union or filter)")
+            if isinstance(arg, Path) and arg.plain:
                 defined = self.walk(arg, "any", lambda _v, _keys: "true", current)
-            else:
+            else:  # a literal, or the array a path with several values gives (empty or not)
                 defined = "true"
             return defined if name == "isDefined" else f"!{defined}"
         empty = name == "isEmpty"
+        if isinstance(arg, Path) and not arg.plain:  # the array of values: empty when there is none
+            found = self.walk(arg, "any", lambda _v, _keys: "true", current)
+            return f"!{found}" if empty else found
 
         def test(v: str) -> str:
             sized = f"type({v}) in [list, map, string] && size({v}) {'==' if empty else '!='} 0"
@@ -304,14 +341,10 @@ class Compiler:
             return self.value(cmp.left, lambda a: f"(type({a}) == string && {sign}{a}.matches({pattern}))",
                               current)
 
+        def side(expr: Expr, v: str) -> Operand:
+            return Operand(v, expr.value, True) if isinstance(expr, Literal) else Operand(v)
+
         def both(a: str) -> str:
-            return self.value(cmp.right, lambda b: _ordered(cmp.op, a, b), current)
+            return self.value(cmp.right, lambda b: compare(cmp.op, side(cmp.left, a), side(cmp.right, b)), current)
 
         return self.value(cmp.left, both, current)
-
-
-def _ordered(op: str, a: str, b: str) -> str:
-    if op in ("==", "!="):
-        return f"({a} {op} {b})"
-    return (f"(type({a}) in {NUMBER_TYPES} && type({b}) in {NUMBER_TYPES} ? double({a}) {op} double({b}) "
-            f": type({a}) == string && type({b}) == string ? {a} {op} {b} : false)")

@@ -15,6 +15,7 @@ import jinja2
 from kinitiras_py.base.errors import PolicyError, QuantityError
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine import fieldpath
+from kinitiras_py.engine.evaluation import builtins
 from kinitiras_py.engine.evaluation.quantity import Quantity
 from kinitiras_py.engine.rendering.environment import make_environment
 
@@ -270,9 +271,12 @@ def check_operand(value: object, path: str) -> None:
     text = str(value).strip() if value is not None else ""
     number = text[:-1] if text.endswith("%") else text
     try:
-        Decimal(number)
+        held = builtins.representable(number)
     except InvalidOperation:
         raise PolicyError(path, f"{value!r} is not a number or a percentage") from None
+    if not held:
+        raise PolicyError(path, f"{value!r} is beyond what a double holds (magnitudes from about 5e-324 to "
+                                "1.8e308, or 0): the arithmetic could only fail or lose it")
 
 
 def check_regex(pattern: object, path: str) -> None:

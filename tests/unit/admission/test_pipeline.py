@@ -88,7 +88,7 @@ class CountingHttp:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def fetch(self, spec: dict[str, Any]) -> dict[str, Any]:
+    async def fetch(self, spec: dict[str, Any], namespaced: bool) -> dict[str, Any]:
         self.calls += 1
         return {"body": {"ok": True}, "header": {}}
 

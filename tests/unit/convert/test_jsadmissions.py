@@ -47,12 +47,49 @@ def test_a_namespaced_admission_with_both_functions_becomes_two_policies_in_its_
         assert compile_policy(doc).warnings == ()
 
 
-def test_stateful_hooks_and_state_are_reported_with_their_function() -> None:
+def test_watch_hooks_and_state_convert_as_they_are() -> None:
     result = registry.convert_all(load("pod-limit-stateful.yaml"), "f.yaml")
-    fields = [p.field for p in result.problems]
-    assert fields == ["spec.js: jsa_validate", "spec.js: jsa_init", "spec.js: jsa_created", "spec.js: jsa_deleted"]
-    assert all(str(p).startswith("f.yaml: ClusterJsAdmission pod-limit: ") for p in result.problems)
-    assert "state" in result.problems[0].reason and "keeps none" in result.problems[1].reason
+    assert result.problems == []
+    [policy] = result.documents
+    assert policy["kind"] == "ClusterValidatePolicy"
+    source = policy["spec"]["validateRules"][0]["javascript"]["source"]
+    assert source == load("pod-limit-stateful.yaml")[0]["spec"]["js"]
+    hooks = compile_policy(policy).rules[0].javascript.hooks
+    assert hooks is not None and set(hooks.parameters) == {"jsa_init", "jsa_created", "jsa_deleted"}
+
+
+def test_a_hook_parameter_it_is_not_given_is_reported() -> None:
+    doc = {"apiVersion": "momiji.com/v1", "kind": "ClusterJsAdmission", "metadata": {"name": "n"},
+           "spec": {"kinds": ["pods"], "js": "function jsa_created(op, obj) {} function jsa_validate() {}"}}
+    [problem] = registry.convert_all([doc], "f").problems
+    assert problem.field == "spec.js: jsa_created" and "'op' is not one it is given" in problem.reason
+
+
+def test_kinds_in_every_form_discovery_resolves() -> None:
+    doc = {"apiVersion": "momiji.com/v1", "kind": "ClusterJsAdmission", "metadata": {"name": "n"},
+           "spec": {"kinds": ["v1/pods", "apps/v1/deployments", "Pod", "deployment", "v1/statefulsets",
+                              "jobs.batch"], "js": "function jsa_validate() {}"}}
+    result = registry.convert_all([doc], "f")
+    assert result.problems == []
+    assert result.documents[0]["spec"]["resourceSelectors"] == [  # v1/pods and Pod: one selector
+        {"apiVersion": "v1", "kind": "Pod"}, {"apiVersion": "apps/v1", "kind": "Deployment"},
+        {"apiVersion": "apps/v1", "kind": "StatefulSet"}, {"apiVersion": "batch/v1", "kind": "Job"}]
+    wrong = {**doc, "spec": {**doc["spec"], "kinds": ["apps/v2/deployments", "v2/pods", "batch/v1/pods", "/pods",
+                                                       "a/b/c/d", "v1/widgets"]}}
+    reasons = {p.field: p.reason for p in registry.convert_all([wrong], "f").problems}
+    assert "Deployment is known here at apps/v1 only" in reasons["spec.kinds[0]"]
+    assert "Pod is known here at v1 only" in reasons["spec.kinds[1]"] and "Pod" in reasons["spec.kinds[2]"]
+    for i in (3, 4, 5):
+        assert "group/version/resource" in reasons[f"spec.kinds[{i}]"]
+
+
+def test_an_override_policy_carries_the_marker_with_the_admission_name() -> None:
+    [cluster] = registry.convert_all(load("date-annotation.yaml"), "f").documents
+    assert cluster["spec"]["overrideRules"][0]["overriders"]["javascript"]["marker"] == {
+        "annotation": "jsadmissions.momiji.com/mutate", "name": "pod-date"}
+    mutate, validate = registry.convert_all(load("namespaced-both.yaml"), "f").documents
+    assert mutate["spec"]["overrideRules"][0]["overriders"]["javascript"]["marker"]["name"] == "team-a.team-defaults"
+    assert "marker" not in validate["spec"]["validateRules"][0]["javascript"]
 
 
 def test_unknown_resources_and_syntax_errors_are_reported() -> None:
@@ -80,9 +117,9 @@ def test_the_convert_command_prints_policies_or_exits_2_naming_each_problem() ->
     assert code == 0 and err == ""
     [doc] = list(yaml.safe_load_all(out))
     assert doc["kind"] == "ClusterOverridePolicy"
-    code, out, err = run("convert", str(DATA / "pod-limit-stateful.yaml"))
+    code, out, err = run("convert", str(DATA / "unknown-resource.yaml"))
     assert code == 2 and out == ""
-    assert err.count("error: ") == 4 and "jsa_created" in err
+    assert err.count("error: ") == 2 and "spec.kinds[0]" in err
 
 
 def test_a_state_parameter_the_body_never_names_converts_exactly() -> None:
@@ -92,4 +129,4 @@ def test_a_state_parameter_the_body_never_names_converts_exactly() -> None:
     assert compile_policy(policy).warnings == ()
     reading = {**load("sample-add-annotations.yaml")[0]}
     reading["spec"] = {**reading["spec"], "js": "function jsa_mutate(op, obj, sync, state) { state.n = 1 }"}
-    assert [p.field for p in registry.convert_all([reading], "f").problems] == ["spec.js: jsa_mutate"]
+    assert registry.convert_all([reading], "f").problems == []

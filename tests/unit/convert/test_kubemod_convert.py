@@ -205,3 +205,53 @@ def test_templates_that_do_not_translate(template: str, reason: str) -> None:
     with pytest.raises(gotemplate.Untranslatable) as caught:
         gotemplate.translate(template)
     assert reason in str(caught.value)
+
+
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+       "spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80}, {"containerPort": 81}]},
+                               {"name": "b", "ports": [{"containerPort": 90}]}]}}
+
+
+def _names(value: str) -> list[tuple[str, Any]]:
+    """The ports' (path, value) a converted patch operation naming every port with ``value`` makes."""
+    op = {"op": "add", "select": "$.spec.containers[*].ports[*]", "path": "/spec/containers/#0/ports/#1/name",
+          "value": value}
+    policy = convert(modrule({"type": "Patch", "patch": [op]}))
+    [converted] = policy["spec"]["overrideRules"][0]["overriders"]["plaintext"]
+    made = fanout.render(converted, "p")
+    result = cel.compile_program(made.source).evaluate({"object": POD, "request": {"namespace": "shop"}})
+    return [(o["path"], o["value"]) for o in fanout.operations(result, converted, made.depth)]
+
+
+EXPECTED_NAMES = [("/spec/containers/0/ports/0/name", "p0-0"), ("/spec/containers/0/ports/1/name", "p0-1"),
+                  ("/spec/containers/1/ports/0/name", "p1-0")]
+
+
+@pytest.mark.parametrize("value", [
+    "p{{ .#0 }}-{{ .#1 }}",  # KubeMod's shorthand
+    "p{{ index .SelectKeyParts 0 }}-{{ index .SelectKeyParts 1 }}",  # the long form it stands for
+    "p{{ (.#0) }}-{{ .#1 }}",  # in parentheses
+])
+def test_key_parts_in_a_value_template(value: str) -> None:
+    assert _names(value) == EXPECTED_NAMES
+
+
+def test_a_key_part_quoted_is_a_string() -> None:
+    assert [value for _, value in _names("{{ .#1 | quote }}")] == ["0", "1", "0"]
+
+
+def test_the_shorthand_is_rewritten_everywhere_in_a_patch_value() -> None:
+    # KubeMod rewrites the text before reading it as a template: outside {{ }} it stays text.
+    assert _names("port.#1") == [(path, "port(index .SelectKeyParts 1)") for path, _ in EXPECTED_NAMES]
+    assert gotemplate.expand_key_parts("{{ .#12 }}.#x") == "{{ (index .SelectKeyParts 12) }}.#x"
+
+
+def test_a_key_part_the_select_does_not_have_fails_as_in_go() -> None:
+    with pytest.raises(cel.CelEvalError):
+        _names("{{ .#2 }}")
+
+
+def test_a_reject_message_has_no_key_parts() -> None:
+    reported = problems(modrule({"type": "Reject", "rejectMessage": "{{ .#0 }}",
+                                 "match": [{"select": "$.kind", "matchValue": "Pod"}]}))
+    assert [field for field, _ in reported] == ["spec.rejectMessage"]

@@ -118,3 +118,18 @@ def test_arithmetic_errors() -> None:
         b.arithmetic("x", "+", "1")
     with pytest.raises(ValueError, match="percentage"):
         b.arithmetic(1, "+", "abc")
+    with pytest.raises(ValueError, match=r"1e300 \* 1e10 is beyond the range of a double"):
+        b.arithmetic("1e300", "*", "1e10")
+
+
+def test_an_arithmetic_result_beyond_int64_is_a_double_cel_can_take() -> None:
+    result = b.arithmetic(2**62, "*", 4)
+    assert result == 2.0**64 and isinstance(result, float)
+    assert b.arithmetic(2**62, "*", 1) == 2**62 and isinstance(b.arithmetic(2**62, "*", 1), int)
+
+
+@pytest.mark.parametrize(("text", "held"), [("0", True), ("0e-999", True), ("1e308", True), ("-1.7e308", True),
+                                            ("5e-324", True), ("1e400", False), ("-1e400", False),
+                                            ("1e-400", False)])
+def test_representable(text: str, held: bool) -> None:
+    assert b.representable(text) is held

@@ -51,6 +51,29 @@ def test_ordinary_programs_are_admitted_for_any_request(expression: str) -> None
     assert bound.cost <= cost.BUDGET and bound.items is None and bound.bytes is None
 
 
+def test_loops_side_by_side_share_the_iteration_limit() -> None:
+    # All loops together run 10,000 iterations at most: forty of them cost no more than that many
+    # iterations of one, not forty times as much.
+    one = cel.compile_program("object.spec.l0.all(x, x.name != 'a')").bound.cost
+    forty = cel.compile_program(" && ".join(f"object.spec.l{i}.all(x, x.name != 'a')" for i in range(40))).bound
+    assert forty.items is None and forty.cost < 4 * one
+
+
+@pytest.mark.parametrize("expression", [
+    # A list read from the element of the enclosing loop: each pass iterates a different part of the request.
+    "object.spec.containers.all(c, c.args.all(a, a.startsWith('-') && a.contains('=')))",
+    "object.spec.containers.all(c, range(size(c.args)).all(i, c.args[i].startsWith('-') && c.args[i].contains('=')))",
+])
+def test_parts_of_an_element_are_charged_once_per_pass(expression: str) -> None:
+    assert (cel.compile_program(expression).bound.items or cost.MAX_ITERATIONS) >= 1000
+
+
+def test_what_a_step_adds_through_its_index_counts_once() -> None:
+    # Each step maps one element, read by its index: together they are as large as the list.
+    bound = cel.compile_program("range(size(object.spec.l)).map(i, object.spec.l[i]).size() > 0").bound
+    assert (bound.items or cost.MAX_ITERATIONS) >= 1000
+
+
 def test_range_beyond_the_list_limit_is_a_rule_error_not_a_stall() -> None:
     program = cel.compile_program("range(size(object.spec.containers) * 100000).size() > 0")
     with pytest.raises(CelEvalError, match="more than the 1000 elements"):

@@ -151,6 +151,36 @@ def test_touches(changed: list[tuple[str, ...]], touched: bool) -> None:
     assert celreads.touches(taken, changed) is touched
 
 
+def test_a_map_read_through_a_computed_key_depends_on_every_key_even_when_empty() -> None:
+    found = reads('object.spec.selector[?("zone-" + object.metadata.name)].orValue("none")')
+    assert found is not None
+    _, taken = celreads.project({"metadata": {"name": "w1"}, "spec": {"selector": {}}}, dict(found)["object"])
+    assert celreads.touches(taken, [("spec", "selector", "zone-w1")])
+    assert not celreads.touches(taken, [("metadata", "labels")])
+
+
+def test_a_conversion_kept_across_a_change_is_never_stale() -> None:
+    program = cel.compile_program('object.spec.selector[?("zone-" + object.metadata.name)].orValue("none")')
+    before = {"metadata": {"name": "w1"}, "spec": {"selector": {}}}
+    bound = Bindings({"object": before})
+    assert program.evaluate(bound) == "none"
+    after = {"metadata": {"name": "w1"}, "spec": {"selector": {"zone-w1": "eu"}}}
+    assert program.evaluate(bound.changed("object", after, [("spec", "selector", "zone-w1")])) == "eu"
+
+
+def _message(*parts: tuple[int, bytes]) -> bytes:
+    """A protobuf message of length-delimited fields (numbers and lengths below 128)."""
+    return b"".join(bytes([number << 3 | 2, len(value)]) + value for number, value in parts)
+
+
+def test_the_walker_fails_closed_on_what_it_does_not_know() -> None:
+    serialized = cel.compile_program("object.metadata.name")._expression.serialize()
+    assert celreads.reads(serialized, cel.VARIABLES) is not None
+    assert celreads.reads(serialized, ("request",)) is None  # a name neither a variable, bound nor a type
+    unknown = _message((2, _message((4, _message((10, b""))))))  # Any{value: CheckedExpr{expr: {field 10}}}
+    assert celreads.reads(unknown, cel.VARIABLES) is None
+
+
 def test_bindings_keep_what_a_change_did_not_touch() -> None:
     labels = cel.compile_program("object.metadata.labels.app")
     spec = cel.compile_program("object.spec.priority")

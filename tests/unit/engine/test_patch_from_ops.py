@@ -390,3 +390,19 @@ def test_deep_objects_need_no_round_trip() -> None:
     assert mutation.failure is None
     assert mutation.patch == [{"op": "add", "path": "/metadata/labels", "value": {"a": "1"}}]
     assert mutation.object["spec"] is deep and "labels" not in obj["metadata"]
+
+
+def test_a_draft_refuses_a_change_deeper_than_objects_nest_on_its_fast_way_too() -> None:
+    # The objects on the path exist, so the add would take the fast way (Draft._set).
+    doc: Any = {}
+    for _ in range(195):
+        doc = {"a": doc}
+    nested: Any = 1
+    for _ in range(10):
+        nested = {"a": nested}
+    draft = Draft(doc)
+    with pytest.raises(PatchError, match="the value nests more than 4 levels"):
+        draft.apply([{"op": "add", "path": "/a" * 195 + "/k", "value": nested}])
+    draft = Draft(doc)  # a failed draft is dropped
+    draft.apply([{"op": "add", "path": "/a" * 195 + "/k", "value": {"b": {}}}])
+    assert draft.changed

@@ -351,3 +351,27 @@ def test_before_may_substitute_the_document() -> None:
 def test_is_index() -> None:
     assert [t for t in ("0", "7", "10", "01", "-", "-1", "+1", "1.0", "", "a") if patching.is_index(t)] == [
         "0", "7", "10"]
+
+
+# --- depth ----------------------------------------------------------------------------------
+
+
+def test_a_change_deeper_than_objects_nest_is_refused_not_made() -> None:
+    deep = "/metadata/annotations" + "/a" * 251  # 253 segments: orjson could no longer write the object
+    assert "the path has 253 segments; no object may nest deeper than 200" in fails({}, [
+        {"op": "add", "path": deep, "value": "x"}]).reason
+    value: Any = "x"
+    for _ in range(60):
+        value = {"a": value}
+    reason = fails({}, [{"op": "add", "path": "/a" * 150, "value": value}]).reason
+    assert "the value nests more than 50 levels, too deep at a path of 150 segments" in reason
+    assert "path of 150" in fails({}, [{"op": "replace", "path": "/a" * 150, "value": value}]).reason
+    assert apply_patch({}, [{"op": "add", "path": "/a" * 140, "value": value}])  # 200 levels: fine
+    assert apply_patch({}, [{"op": "remove", "path": "/a" * 300}]) == {}  # nothing there: a no-op
+
+
+def test_too_deep() -> None:
+    assert patching.too_deep(200, "x") is None
+    assert patching.too_deep(200, {}) is None
+    assert patching.too_deep(200, {"a": {}}) is not None
+    assert patching.too_deep(201, None) is not None

@@ -78,6 +78,14 @@ def ref(**r: Any) -> dict[str, Any]:
     return labels(valueRef=r)
 
 
+def nested(levels: int) -> dict[str, Any]:
+    """An object whose containers nest ``levels`` levels below it."""
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
 def errors_of(obj: Any) -> list[tuple[str, str]]:
     with pytest.raises(PolicyErrors) as caught:
         compile_policy(obj)
@@ -314,6 +322,54 @@ CASES: list[tuple[str, Any, str, str]] = [
      "reads no input and always returns invalid JSON patch operations: [0] (add) has no path"),
     ("cel-constant-failure", op({"cel": '[{"op": "add", "path": "/a", "value": 1 / 0}]'}), f"{OV}.cel",
      "reads no input and fails on every request: divide by zero"),
+    # what fuzzing found admitted that fails on every object (issue 25, item 6)
+    ("plaintext-path-253-segments", op({"plaintext": [{"op": "add", "path": "/a" * 253, "value": 1}]}),
+     f"{OV}.plaintext[0].path", "the path has 253 segments; no object may nest deeper than 200 levels"),
+    ("plaintext-remove-path-253-segments", op({"plaintext": [{"op": "remove", "path": "/a" * 253}]}),
+     f"{OV}.plaintext[0].path", "the path has 253 segments"),
+    ("plaintext-value-too-deep-there", op({"plaintext": [{"op": "add", "path": "/a" * 190,
+                                                          "value": nested(11)}]}),
+     f"{OV}.plaintext[0].value", "the value nests more than 10 levels, too deep at a path of 190 segments"),
+    ("plaintext-index-beyond-any-list", op({"plaintext": [{"op": "add", "path": "/spec/containers/99999999999999999999",
+                                                           "value": {"name": "c"}}]},
+                                           selectors=[{"apiVersion": "v1", "kind": "Pod"}]),
+     f"{OV}.plaintext[0].path", "index 99999999999999999999 of /spec/containers is beyond the length of any list"),
+    ("plaintext-template-index-beyond-any-list",
+     op({"plaintext": [{"op": "replace", "path": "/spec/template/spec/initContainers/1572864/image", "value": "i"}]},
+        selectors=[{"apiVersion": "apps/v1", "kind": "Deployment"}, {"apiVersion": "batch/v1", "kind": "Job"}]),
+     f"{OV}.plaintext[0].path", "index 1572864 of /spec/template/spec/initContainers"),
+    ("plaintext-finalizer-index-beyond-any-list",
+     op({"plaintext": [{"op": "add", "path": "/metadata/finalizers/12345678901234567890", "value": "f"}]}),
+     f"{OV}.plaintext[0].path", "index 12345678901234567890 of /metadata/finalizers"),
+    ("cel-constant-op-too-deep", op({"cel": "[{'op': 'add', 'path': '" + "/a" * 201 + "', 'value': 1}]"}),
+     f"{OV}.cel", "always returns invalid JSON patch operations: [0] (add): the path has 201 segments"),
+    ("cel-request-bogus", op({"cel": "request.bogus"}), f"{OV}.cel",
+     "invalid CEL: request has no field 'bogus'; it has operation, namespace, userInfo, dryRun"),
+    ("cel-params-without-value-ref", cvp(cel="params.x == 'a'"), f"{V0}.cel",
+     "invalid CEL: params has no 'x': the rule's parameters (its references and the policy's spec.valueRefs) "
+     "are none"),
+    ("cel-params-other-value-ref", with_(cvp(cel="params.x == 'a'"), ("spec", "valueRefs"),
+                                         {"y": {"from": "k8s", "k8s": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                       "name": "c"}}}),
+     f"{V0}.cel", "params has no 'x'"),
+    ("cel-namespace-object-of-cluster-scoped-kinds",
+     with_(cvp(cel="namespaceObject.metadata.name != 'kube-system'"), ("spec", "resourceSelectors"),
+           [{"apiVersion": "v1", "kind": "Node"}, {"apiVersion": "v1", "kind": "PersistentVolume"}]),
+     f"{V0}.cel", "invalid CEL: namespaceObject is null for every object the policy selects"),
+    ("cel-constant-index", cvp(cel="object.metadata.name == [][0]"), f"{V0}.cel",
+     "invalid CEL: the constant ([])[0] fails on every evaluation: Index error: index=0 size=0"),
+    ("cel-constant-quantity", op({"cel": "[{'op': 'add', 'path': '/a', 'value': "
+                                         "quantity(object.metadata.name).add(quantity('x')).asInteger()}]"}),
+     f"{OV}.cel", "invalid CEL: the constant quantity(\"x\") fails on every evaluation: invalid quantity 'x'"),
+    ("match-condition-request-bogus", with_(op(), ("spec", "matchConditions"),
+                                            [{"name": "a", "expression": "request.name == 'x'"}]),
+     "spec.matchConditions[0].expression", "invalid CEL: request has no field 'name'"),
+    ("operation-with-beyond-double", cond(cond="Gt", value={"integer": 3},
+                                          valueProcess={"operation": "*", "operationWith": "1e400"}),
+     f"{C}.valueProcess.operationWith", "'1e400' is beyond what a double holds"),
+    ("operation-with-percent-below-double", cond(cond="Gt", value={"integer": 3},
+                                                 valueProcess={"operation": "*", "operationWith": "1e-400%"}),
+     f"{C}.valueProcess.operationWith", "'1e-400%' is beyond what a double holds"),
     # regular expressions as RE2 (what CEL's matches runs) sees them (item 4)
     *[(f"regex-{name}", cond(cond="Regex", dataRef={"from": "current", "path": "/metadata/name"},
                              value={"string": pattern}), f"{C}.value.string", reason)
@@ -462,8 +518,32 @@ def test_examples_compile_without_warnings_except_cue_ones() -> None:
     cvp(cel="dyn(object.spec).replicas > 1"),
     op({"cel": "object.metadata.name == 'a' ? [] : [{'op': 'remove', 'path': '/spec/x'}]"}),
     op(targetOperations=["*"]),
+    # A digit key where the kind has a map, or where any kind could: not a list index.
+    op({"plaintext": [{"op": "add", "path": "/metadata/labels/99999999999999999999", "value": "x"}]},
+       selectors=[{"apiVersion": "v1", "kind": "Pod"}]),
+    op({"plaintext": [{"op": "add", "path": "/spec/containers/99999999999999999999", "value": {}}]},
+       selectors=[{"apiVersion": "example.com/v1", "kind": "Pod"}]),
+    op({"plaintext": [{"op": "add", "path": "/spec/containers/99999999999999999999", "value": {}}]}),
+    op({"plaintext": [{"op": "remove", "path": "/spec/containers/99999999999999999999"}]},
+       selectors=[{"apiVersion": "v1", "kind": "Pod"}]),
+    op({"plaintext": [{"op": "add", "path": "/a" * 190, "value": nested(10)}]}),
+    cond(cond="Gt", value={"integer": 3}, valueProcess={"operation": "*", "operationWith": "1.7e308"}),
+    # CEL that can succeed on some object, however it reads its variables
+    with_(cvp(cel="params.x == 'a' && has(request.bogus)"), ("spec", "valueRefs"),
+          {"x": {"from": "k8s", "k8s": {"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}}}),
+    op({"template": {"type": "labels", "operation": "add", "path": "team",
+                     "valueRef": {"from": "k8s", "path": "/data/team",
+                                  "k8s": {"apiVersion": "v1", "kind": "ConfigMap", "name": "t"}}},
+        "cel": "[{'op': 'add', 'path': '/metadata/labels/copy', 'value': params.valueRef}]"}),
+    cvp(cel="namespaceObject.metadata.name != 'kube-system'"),
+    with_(cvp(cel="namespaceObject == null || namespaceObject.metadata.name != 'a'"), ("spec", "resourceSelectors"),
+          [{"apiVersion": "v1", "kind": "Node"}]),
+    cvp(cel="has(object.a) ? [][0] == 1 : true"),
 ], ids=["factor-one", "factors-small", "process-percent", "process-numeric-string", "in-ref", "owner-dataref",
-        "cel-map", "cel-dyn", "cel-list", "star-operation"])
+        "cel-map", "cel-dyn", "cel-list", "star-operation", "digit-label-key", "digit-key-of-a-custom-kind",
+        "digit-key-of-any-kind", "remove-beyond-a-list", "value-200-levels-deep", "operation-with-large",
+        "cel-declared-params", "cel-rule-params", "cel-namespace-object-of-any-kind", "cel-namespace-object-tested",
+        "cel-constant-failure-in-a-branch"])
 def test_well_formed_policies_compile(policy: dict[str, Any]) -> None:
     compiled = compile_policy(policy)
     assert len(compiled.rules) == 1

@@ -303,7 +303,8 @@ def test_rules_without_params_share_one_conversion(monkeypatch: pytest.MonkeyPat
         return real(variables)
 
     monkeypatch.setattr(validating, "Bindings", spy)
-    policy = cvp("p", {"cel": "params == {}"}, {"cel": "params.x == 'y'"}, {"cel": "object.spec.replicas == 3"})
+    policy = cvp("p", {"cel": "params == {}"}, {"cel": "params.?x.orValue('') == 'y'"},
+                 {"cel": "object.spec.replicas == 3"})
     verdict = run(policy, params={1: {"x": "y"}})
     assert verdict.allowed, verdict.message
     assert [v["params"] for v in made] == [{}]

@@ -92,17 +92,26 @@ def test_pod_limit_validation(form: str, tmp_path: Path) -> None:
         "at most 40 may run in the default namespaces")
 
 
-def test_the_stateful_pod_limit_is_refused_naming_each_hook(tmp_path: Path) -> None:
-    deployments = documents(EXAMPLES / "pod-limit" / "deployments.yaml")
-    target = tmp_path / "d.yaml"
-    target.write_text(yaml.safe_dump(deployments["small"]))
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        code = main(["apply", "--policy", str(EXAMPLES / "pod-limit" / "jsadmission-stateful.yaml"),
-                     "--resource", str(target)])
-    assert code == 2
-    for name in ("jsa_init", "jsa_created", "jsa_deleted", "jsa_validate: the state parameter"):
-        assert name in err.getvalue()
+def test_the_stateful_pod_limit_counts_the_context_pods_through_its_hooks(tmp_path: Path) -> None:
+    def pod(name: str, namespace: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}}
+
+    def admit(existing: list[dict[str, Any]]) -> tuple[int, str]:
+        context = tmp_path / "context.yaml"
+        context.write_text(yaml.safe_dump_all(existing))
+        target = tmp_path / "pod.yaml"
+        target.write_text(yaml.safe_dump(pod("new", "default-a")))
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["apply", "--policy", str(EXAMPLES / "pod-limit" / "jsadmission-stateful.yaml"),
+                         "--resource", str(target), "--context", str(context), "-o", "json"])
+        return code, out.getvalue() + err.getvalue()
+
+    others = [pod(f"o{i}", "elsewhere") for i in range(5)]
+    code, text = admit([pod(f"p{i}", "default-a") for i in range(39)] + others)
+    assert code == 0, text
+    code, text = admit([pod(f"p{i}", "default-b") for i in range(40)] + others)
+    assert code == 1 and "the default namespaces already run 40 pods" in text
 
 
 def test_the_readme_javascript_example_labels_new_objects_with_their_namespace(tmp_path: Path) -> None:

@@ -281,7 +281,7 @@ class RecordingHttp:
     def __init__(self) -> None:
         self.specs: list[Obj] = []
 
-    async def fetch(self, spec: Obj) -> Obj:
+    async def fetch(self, spec: Obj, namespaced: bool) -> Obj:
         self.specs.append(spec)
         return {"body": {}, "header": {}}
 
@@ -291,11 +291,11 @@ async def test_a_secret_ref_outside_is_refused_before_any_request() -> None:
     ref = {"from": "http", "http": {"url": "https://a.example/", "auth": {"secretRef": {"name": "s",
                                                                                         "namespace": "team-b"}}}}
     with pytest.raises(resolver.LookupFailure, match="Secret team-b/s is outside namespace 'team-a'"):
-        await resolver.resolve(ref, configmap(), StaticStore(), http, "team-a")
+        await resolver.resolve(ref, configmap(), StaticStore(), http, "team-a", namespaced=True)
     assert http.specs == []
-    await resolver.resolve(ref, configmap(), StaticStore(), http, None)  # a cluster policy's
+    await resolver.resolve(ref, configmap(), StaticStore(), http, None, namespaced=False)  # a cluster policy's
     unnamed = {"from": "http", "http": {"url": "https://a.example/", "auth": {"secretRef": {"name": "s"}}}}
-    await resolver.resolve(unnamed, configmap(), StaticStore(), http, "team-a")
+    await resolver.resolve(unnamed, configmap(), StaticStore(), http, "team-a", namespaced=True)
     assert [s["auth"]["secretRef"]["namespace"] for s in http.specs] == ["team-b", "team-a"]
 
 

@@ -9,12 +9,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.refs.egress import Egress
 from kinitiras_py.refs.http import AiohttpClient
 from kinitiras_py.refs.resolver import HttpClient
 
@@ -158,9 +158,14 @@ async def server(aiohttp_server: ServerFactory) -> TestServer:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[AiohttpClient]:
-    async with AiohttpClient(cache_ttl=0) as c:
+async def client(server: TestServer) -> AsyncIterator[AiohttpClient]:
+    async with AiohttpClient(local(server), cache_ttl=0) as c:
         yield c
+
+
+def local(server: TestServer) -> Egress:
+    """The test server's address allowed by an exact entry (loopback is otherwise never called)."""
+    return Egress.parse([f"http://127.0.0.1:{server.port}/"])
 
 
 def url(server: TestServer, path: str) -> str:
@@ -202,7 +207,7 @@ async def test_satisfies_the_protocol() -> None:
 
 async def test_get_with_params_and_headers(server: TestServer, client: AiohttpClient) -> None:
     result = await client.fetch({"url": url(server, "/echo"), "params": {"name": "a&b c/d+e", "n": "ü"},
-                                 "header": {"X-Team": "blue", "X-Num": 3}})
+                                 "header": {"X-Team": "blue", "X-Num": 3}}, False)
     body = result["body"]
     assert body["method"] == "GET"
     assert body["query"] == [["name", "a&b c/d+e"], ["n", "ü"]]
@@ -215,12 +220,12 @@ async def test_get_with_params_and_headers(server: TestServer, client: AiohttpCl
 
 
 async def test_params_join_a_url_that_already_has_a_query(server: TestServer, client: AiohttpClient) -> None:
-    result = await client.fetch({"url": url(server, "/echo") + "?a=1&b=x%26y", "params": {"c": "3"}})
+    result = await client.fetch({"url": url(server, "/echo") + "?a=1&b=x%26y", "params": {"c": "3"}}, False)
     assert result["body"]["query"] == [["a", "1"], ["b", "x&y"], ["c", "3"]]
 
 
 async def test_post_sends_json_body(server: TestServer, client: AiohttpClient) -> None:
-    result = await client.fetch({"url": url(server, "/echo"), "method": "post", "body": {"k": [1, "two"]}})
+    result = await client.fetch({"url": url(server, "/echo"), "method": "post", "body": {"k": [1, "two"]}}, False)
     body = result["body"]
     assert body["method"] == "POST"
     assert body["headers"]["Content-Type"] == "application/json"
@@ -229,47 +234,48 @@ async def test_post_sends_json_body(server: TestServer, client: AiohttpClient) -
 
 async def test_post_keeps_an_explicit_content_type(server: TestServer, client: AiohttpClient) -> None:
     result = await client.fetch({"url": url(server, "/echo"), "method": "POST", "body": "x",
-                                 "header": {"content-type": "application/vnd.x+json"}})
+                                 "header": {"content-type": "application/vnd.x+json"}}, False)
     assert result["body"]["headers"]["Content-Type"] == "application/vnd.x+json"
     assert result["body"]["body"] == '"x"'
 
 
 async def test_array_body_and_repeated_headers(server: TestServer, client: AiohttpClient) -> None:
-    assert (await client.fetch({"url": url(server, "/array")}))["body"] == [1, {"a": 2}]
-    assert (await client.fetch({"url": url(server, "/multi")}))["header"]["X-Multi"] == "a, b"
+    assert (await client.fetch({"url": url(server, "/array")}, False))["body"] == [1, {"a": 2}]
+    assert (await client.fetch({"url": url(server, "/multi")}, False))["header"]["X-Multi"] == "a, b"
 
 
 async def test_header_names_are_plain_strings(server: TestServer, client: AiohttpClient) -> None:
     # aiohttp hands out multidict.istr keys, which CEL cannot carry (every live http ref failed).
-    headers = (await client.fetch({"url": url(server, "/multi")}))["header"]
+    headers = (await client.fetch({"url": url(server, "/multi")}, False))["header"]
     assert headers and all(type(name) is str for name in headers)
 
 
 # ---- failures ----------------------------------------------------------------------------------
 
 async def test_timeout(server: TestServer) -> None:
-    async with AiohttpClient(default_timeout=0.3) as client:
+    async with AiohttpClient(local(server), default_timeout=0.3) as client:
         started = time.monotonic()
         with pytest.raises(LookupError, match=r"GET http://127\.0\.0\.1:\d+/slow\?s=3: no answer within 0\.3 s"):
-            await client.fetch({"url": url(server, "/slow"), "params": {"s": "3"}})
+            await client.fetch({"url": url(server, "/slow"), "params": {"s": "3"}}, False)
         assert time.monotonic() - started < 0.3 + 0.5
 
 
 async def test_per_reference_timeout_overrides_the_default(server: TestServer) -> None:
-    async with AiohttpClient(default_timeout=0.1) as client:
-        assert (await client.fetch({"url": url(server, "/slow?s=0.3"), "timeoutSeconds": 2}))["body"] == {
+    async with AiohttpClient(local(server), default_timeout=0.1) as client:
+        assert (await client.fetch({"url": url(server, "/slow?s=0.3"), "timeoutSeconds": 2}, False))["body"] == {
             "slow": True}
-    async with AiohttpClient(default_timeout=5) as client:
+    async with AiohttpClient(local(server), default_timeout=5) as client:
         started = time.monotonic()
         with pytest.raises(LookupError, match=r"no answer within 0\.2 s"):
-            await client.fetch({"url": url(server, "/slow?s=3"), "timeoutSeconds": 0.2})
+            await client.fetch({"url": url(server, "/slow?s=3"), "timeoutSeconds": 0.2}, False)
         assert time.monotonic() - started < 0.7
 
 
 @pytest.mark.parametrize("value", [0, -1, "1", True, 31, float("nan")])
-async def test_bad_timeout_seconds(value: Any, client: AiohttpClient) -> None:
+async def test_bad_timeout_seconds(value: Any) -> None:
+    client = AiohttpClient()
     with pytest.raises(LookupError, match="timeoutSeconds must be a number"):
-        await client.fetch({"url": "http://127.0.0.1:1/", "timeoutSeconds": value})
+        await client.fetch({"url": "http://127.0.0.1:1/", "timeoutSeconds": value}, False)
 
 
 @pytest.mark.parametrize(("spec", "message"), [
@@ -282,50 +288,54 @@ async def test_bad_timeout_seconds(value: Any, client: AiohttpClient) -> None:
     ({"url": "http://h/", "auth": {}}, None),
 ])
 async def test_malformed_specs(spec: Obj, message: str | None, client: AiohttpClient) -> None:
-    if message is None:  # an empty auth block means no auth; the host does not resolve
+    if message is None:  # an empty auth block means no auth; nothing listens on port 1
         spec = {**spec, "url": "http://127.0.0.1:1/"}
         message = "Cannot connect"
-    with pytest.raises(LookupError, match=message):
-        await client.fetch(spec)
+        client = AiohttpClient(Egress.parse(["http://127.0.0.1:1/"]))
+    async with client:
+        with pytest.raises(LookupError, match=message):
+            await client.fetch(spec, False)
 
 
 async def test_body_that_is_not_json(server: TestServer, client: AiohttpClient) -> None:
     with pytest.raises(LookupError, match=r"^response of http://127\.0\.0\.1:\d+/text is not JSON: "
                                           r"hello, <b>not json</b>$"):
-        await client.fetch({"url": url(server, "/text")})
+        await client.fetch({"url": url(server, "/text")}, False)
 
 
 async def test_body_that_is_a_scalar(server: TestServer, client: AiohttpClient) -> None:
     with pytest.raises(LookupError, match="is not a JSON object or array: 42"):
-        await client.fetch({"url": url(server, "/scalar")})
+        await client.fetch({"url": url(server, "/scalar")}, False)
 
 
 async def test_non_2xx_status(server: TestServer, client: AiohttpClient) -> None:
     with pytest.raises(LookupError, match=r"GET http://127\.0\.0\.1:\d+/status/503 answered 503 Service "
                                           r"Unavailable: backend exploded: details here"):
-        await client.fetch({"url": url(server, "/status/503")})
+        await client.fetch({"url": url(server, "/status/503")}, False)
 
 
-async def test_connection_refused(client: AiohttpClient) -> None:
+async def test_connection_refused() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(LookupError, match=rf"GET http://127\.0\.0\.1:{port}/x: ClientConnectorError: Cannot connect"):
-        await client.fetch({"url": f"http://127.0.0.1:{port}/x"})
+    async with AiohttpClient(Egress.parse([f"http://127.0.0.1:{port}/"])) as client:
+        with pytest.raises(LookupError,
+                           match=rf"GET http://127\.0\.0\.1:{port}/x: ClientConnectorError: Cannot connect"):
+            await client.fetch({"url": f"http://127.0.0.1:{port}/x"}, False)
 
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_oversized_body_is_refused(server: TestServer, stream: bool) -> None:
-    async with AiohttpClient(max_body_bytes=1000) as client:
+    async with AiohttpClient(local(server), max_body_bytes=1000) as client:
         with pytest.raises(LookupError, match=r"response of .*/big.* is larger than 1000 bytes"):
-            await client.fetch({"url": url(server, "/big"), "params": {"stream": "1"} if stream else {}})
-        assert len((await client.fetch({"url": url(server, "/echo")}))["body"]) == 4
+            await client.fetch({"url": url(server, "/big"), "params": {"stream": "1"} if stream else {}}, False)
+        assert len((await client.fetch({"url": url(server, "/echo")}, False))["body"]) == 4
 
 
 async def test_user_info_is_not_shown(client: AiohttpClient, server: TestServer) -> None:
     target = str(server.make_url("/text").with_user("bob").with_password("pw-in-url"))
     with pytest.raises(LookupError) as err:
-        await client.fetch({"url": target})
+        await client.fetch({"url": target}, False)
     assert "pw-in-url" not in str(err.value)
     assert "bob" not in str(err.value)
 
@@ -334,7 +344,7 @@ async def test_user_info_is_not_shown(client: AiohttpClient, server: TestServer)
 
 async def test_static_token(server: TestServer, client: AiohttpClient) -> None:
     result = await client.fetch({"url": url(server, "/echo"), "header": {"authorization": "Basic x"},
-                                 "auth": {"staticToken": STATIC, "authUrl": url(server, "/token")}})
+                                 "auth": {"staticToken": STATIC, "authUrl": url(server, "/token")}}, False)
     assert result["body"]["headers"]["Authorization"] == f"Bearer {STATIC}"
     assert hits(server, "/token") == 0
 
@@ -347,60 +357,60 @@ def auth_spec(server: TestServer, **extra: Any) -> Obj:
 async def test_token_fetched_reused_and_refreshed_after_expiry(server: TestServer) -> None:
     clock = Clock(1_700_000_000.0)
     state(server).now = clock
-    async with AiohttpClient(cache_ttl=0, token_clock=clock) as client:
-        assert (await client.fetch(auth_spec(server)))["body"] == {"auth": "Bearer tok-1"}
+    async with AiohttpClient(local(server), cache_ttl=0, token_clock=clock) as client:
+        assert (await client.fetch(auth_spec(server), False))["body"] == {"auth": "Bearer tok-1"}
         clock.now += 569  # 600 s token: kept until 30 s before expiry
-        assert (await client.fetch(auth_spec(server)))["body"] == {"auth": "Bearer tok-1"}
+        assert (await client.fetch(auth_spec(server), False))["body"] == {"auth": "Bearer tok-1"}
         assert hits(server, "/token") == 1
         clock.now += 2
-        assert (await client.fetch(auth_spec(server)))["body"] == {"auth": "Bearer tok-2"}
+        assert (await client.fetch(auth_spec(server), False))["body"] == {"auth": "Bearer tok-2"}
         assert hits(server, "/token") == 2
 
 
 async def test_expire_duration_used_without_expire_at(server: TestServer) -> None:
     clock = Clock(1_700_000_000.0)
     state(server).now, state(server).lifetime_ms = clock, None
-    async with AiohttpClient(cache_ttl=0, token_clock=clock) as client:
-        await client.fetch(auth_spec(server, expireDuration="2m"))
+    async with AiohttpClient(local(server), cache_ttl=0, token_clock=clock) as client:
+        await client.fetch(auth_spec(server, expireDuration="2m"), False)
         clock.now += 89
-        await client.fetch(auth_spec(server, expireDuration="2m"))
+        await client.fetch(auth_spec(server, expireDuration="2m"), False)
         assert hits(server, "/token") == 1
         clock.now += 2
-        assert (await client.fetch(auth_spec(server, expireDuration="2m")))["body"] == {"auth": "Bearer tok-2"}
+        assert (await client.fetch(auth_spec(server, expireDuration="2m"), False))["body"] == {"auth": "Bearer tok-2"}
         with pytest.raises(LookupError, match=r"auth\.expireDuration: invalid duration 'soon'"):
-            await client.fetch(auth_spec(server, expireDuration="soon", username="carol"))
+            await client.fetch(auth_spec(server, expireDuration="soon", username="carol"), False)
 
 
 async def test_401_refreshes_the_token_once_and_retries(server: TestServer) -> None:
-    async with AiohttpClient(cache_ttl=0) as client:
-        await client.fetch(auth_spec(server))
+    async with AiohttpClient(local(server), cache_ttl=0) as client:
+        await client.fetch(auth_spec(server), False)
         state(server).valid.clear()  # the target revokes tok-1 early
-        assert (await client.fetch(auth_spec(server)))["body"] == {"auth": "Bearer tok-2"}
+        assert (await client.fetch(auth_spec(server), False))["body"] == {"auth": "Bearer tok-2"}
         assert (hits(server, "/token"), hits(server, "/protected")) == (2, 3)
 
 
 async def test_401_after_refresh_is_an_error(server: TestServer) -> None:
-    async with AiohttpClient(cache_ttl=0) as client:
+    async with AiohttpClient(local(server), cache_ttl=0) as client:
         state(server).accept = False  # the target accepts nothing
         with pytest.raises(LookupError, match=r"/protected answered 401 Unauthorized: bad credentials: Bearer \*\*\*"):
-            await client.fetch(auth_spec(server))
+            await client.fetch(auth_spec(server), False)
         assert (hits(server, "/token"), hits(server, "/protected")) == (2, 2)
 
 
 async def test_concurrent_fetches_share_one_token_request(server: TestServer) -> None:
     state(server).delay = 0.2
-    async with AiohttpClient(cache_ttl=0) as client:
-        results = await asyncio.gather(*(client.fetch(auth_spec(server)) for _ in range(10)))
+    async with AiohttpClient(local(server), cache_ttl=0) as client:
+        results = await asyncio.gather(*(client.fetch(auth_spec(server), False) for _ in range(10)))
     assert {r["body"]["auth"] for r in results} == {"Bearer tok-1"}
     assert hits(server, "/token") == 1
 
 
 async def test_token_endpoint_failure_is_reported_without_secrets(server: TestServer) -> None:
     state(server).status = 500
-    async with AiohttpClient(cache_ttl=0) as client:
+    async with AiohttpClient(local(server), cache_ttl=0) as client:
         for _ in range(2):
             with pytest.raises(LookupError, match=r"token endpoint for alice@127\.0\.0\.1 answered 500 ") as err:
-                await client.fetch(auth_spec(server))
+                await client.fetch(auth_spec(server), False)
             assert PASSWORD not in str(err.value)
             assert base64.b64encode(f"alice:{PASSWORD}".encode()).decode() not in str(err.value)
             assert "denied Basic ***" in str(err.value)
@@ -409,30 +419,30 @@ async def test_token_endpoint_failure_is_reported_without_secrets(server: TestSe
 
 async def test_token_endpoint_timeout_counts_against_the_reference(server: TestServer) -> None:
     state(server).delay = 3
-    async with AiohttpClient(cache_ttl=0, default_timeout=0.3) as client:
+    async with AiohttpClient(local(server), cache_ttl=0, default_timeout=0.3) as client:
         started = time.monotonic()
         with pytest.raises(LookupError, match=r"/protected: no answer within 0\.3 s while getting its bearer token"):
-            await client.fetch(auth_spec(server))
+            await client.fetch(auth_spec(server), False)
         assert time.monotonic() - started < 0.8
 
 
 async def test_wrong_password_and_missing_username(server: TestServer, client: AiohttpClient) -> None:
     with pytest.raises(LookupError, match="answered 403 Forbidden") as err:
-        await client.fetch(auth_spec(server, password="wrong-password-123"))
+        await client.fetch(auth_spec(server, password="wrong-password-123"), False)
     assert "wrong-password-123" not in str(err.value)
     with pytest.raises(LookupError, match="authUrl is set but there is no username"):
-        await client.fetch({"url": url(server, "/echo"), "auth": {"authUrl": url(server, "/token")}})
+        await client.fetch({"url": url(server, "/echo"), "auth": {"authUrl": url(server, "/token")}}, False)
     with pytest.raises(LookupError, match="auth has no usable token"):
-        await client.fetch({"url": url(server, "/echo"), "auth": {"username": "alice"}})
+        await client.fetch({"url": url(server, "/echo"), "auth": {"username": "alice"}}, False)
 
 
 async def test_token_written_in_the_policy_is_used_until_it_expires(server: TestServer,
                                                                     client: AiohttpClient) -> None:
     spec: Obj = {"url": url(server, "/echo"), "auth": {"token": "old-tok-xyz", "expireAt": "2999-01-01T00:00:00Z"}}
-    assert (await client.fetch(spec))["body"]["headers"]["Authorization"] == "Bearer old-tok-xyz"
+    assert (await client.fetch(spec, False))["body"]["headers"]["Authorization"] == "Bearer old-tok-xyz"
     spec["auth"]["expireAt"] = "2000-01-01T00:00:00Z"
     with pytest.raises(LookupError, match=r"auth\.token expired at 2000-01-01T00:00:00Z"):
-        await client.fetch(spec)
+        await client.fetch(spec, False)
 
 
 @pytest.mark.parametrize("auth", [
@@ -442,17 +452,17 @@ async def test_token_written_in_the_policy_is_used_until_it_expires(server: Test
 ])
 async def test_tokens_never_appear_in_messages(server: TestServer, auth: Obj) -> None:
     store = FakeStore({("ns1", "creds"): {"token": STATIC}})
-    async with AiohttpClient(store=store, cache_ttl=0) as client:
+    async with AiohttpClient(local(server), store=store, cache_ttl=0) as client:
         with pytest.raises(LookupError, match=r"answered 500 Internal Server Error: error, you sent Bearer \*\*\*$"):
-            await client.fetch({"url": url(server, "/leaky"), "auth": auth})
+            await client.fetch({"url": url(server, "/leaky"), "auth": auth}, False)
 
 
 async def test_managed_token_never_appears_in_messages(server: TestServer) -> None:
-    async with AiohttpClient(cache_ttl=0) as client:
+    async with AiohttpClient(local(server), cache_ttl=0) as client:
         spec = auth_spec(server)
         spec["url"] = url(server, "/leaky")
         with pytest.raises(LookupError) as err:
-            await client.fetch(spec)
+            await client.fetch(spec, False)
     assert "tok-1" not in str(err.value)
     assert "Bearer ***" in str(err.value)
 
@@ -461,19 +471,19 @@ async def test_managed_token_never_appears_in_messages(server: TestServer) -> No
 
 async def test_secret_ref_token(server: TestServer) -> None:
     store = FakeStore({("ns1", "creds"): {"token": "from-secret-tok\n"}})
-    async with AiohttpClient(store=store, cache_ttl=0) as client:
+    async with AiohttpClient(local(server), store=store, cache_ttl=0) as client:
         result = await client.fetch({"url": url(server, "/echo"),
-                                     "auth": {"secretRef": {"name": "creds", "namespace": "ns1"}}})
+                                     "auth": {"secretRef": {"name": "creds", "namespace": "ns1"}}}, False)
     assert result["body"]["headers"]["Authorization"] == "Bearer from-secret-tok"
     assert store.calls == [("v1", "Secret", "ns1", "creds")]
 
 
 async def test_secret_ref_username_and_password(server: TestServer) -> None:
     store = FakeStore({("ns1", "creds"): {"username": "alice", "password": PASSWORD}})
-    async with AiohttpClient(store=store, cache_ttl=0) as client:
+    async with AiohttpClient(local(server), store=store, cache_ttl=0) as client:
         result = await client.fetch({"url": url(server, "/protected"),
                                      "auth": {"authUrl": url(server, "/token"), "username": "ignored",
-                                              "secretRef": {"name": "creds", "namespace": "ns1"}}})
+                                              "secretRef": {"name": "creds", "namespace": "ns1"}}}, False)
     assert result["body"] == {"auth": "Bearer tok-1"}
 
 
@@ -484,62 +494,54 @@ async def test_secret_ref_username_and_password(server: TestServer) -> None:
     (None, {"name": "creds", "namespace": "ns1"}, "Secrets cannot be read here"),
 ])
 async def test_secret_ref_failures(server: TestServer, store: FakeStore | None, ref: Obj, message: str) -> None:
-    async with AiohttpClient(store=store, cache_ttl=0) as client:
+    async with AiohttpClient(local(server), store=store, cache_ttl=0) as client:
         with pytest.raises(LookupError, match=message):
-            await client.fetch({"url": url(server, "/echo"), "auth": {"secretRef": ref}})
+            await client.fetch({"url": url(server, "/echo"), "auth": {"secretRef": ref}}, False)
 
 
 async def test_secret_with_bad_base64(server: TestServer) -> None:
     store = FakeStore({})
     store.secrets[("ns1", "creds")] = {"data": {"token": "!!!not-base64"}}
-    async with AiohttpClient(store=store) as client:
+    async with AiohttpClient(local(server), store=store) as client:
         with pytest.raises(LookupError, match="key token is not base64-encoded UTF-8"):
             await client.fetch({"url": url(server, "/echo"), "auth": {"secretRef": {"name": "creds",
-                                                                                    "namespace": "ns1"}}})
+                                                                                    "namespace": "ns1"}}}, False)
 
 
 # ---- response cache ----------------------------------------------------------------------------
 
 async def test_identical_requests_are_cached_for_the_ttl(server: TestServer) -> None:
     clock = Clock(100.0)
-    async with AiohttpClient(cache_ttl=2.0, clock=clock) as client:
+    async with AiohttpClient(local(server), cache_ttl=2.0, clock=clock) as client:
         spec = {"url": url(server, "/echo"), "params": {"a": "1"}, "header": {"X": "1"}}
-        first = await client.fetch(spec)
+        first = await client.fetch(spec, False)
         first["body"]["method"] = "mutated by a caller"
         clock.now += 1.9
-        assert (await client.fetch(spec))["body"]["method"] == "GET"
+        assert (await client.fetch(spec, False))["body"]["method"] == "GET"
         assert hits(server, "/echo") == 1
         for variant in ({"params": {"a": "2"}}, {"header": {"X": "2"}}, {"method": "POST"},
                         {"method": "POST", "body": {"b": 1}}, {"auth": {"staticToken": STATIC}}):
-            await client.fetch({**spec, **variant})
+            await client.fetch({**spec, **variant}, False)
         assert hits(server, "/echo") == 6
         clock.now += 0.2
-        await client.fetch(spec)
+        await client.fetch(spec, False)
         assert hits(server, "/echo") == 7
 
 
 async def test_errors_are_not_cached(server: TestServer) -> None:
-    async with AiohttpClient(cache_ttl=60) as client:
+    async with AiohttpClient(local(server), cache_ttl=60) as client:
         with pytest.raises(LookupError, match="answered 503"):
-            await client.fetch({"url": url(server, "/flaky")})
-        assert (await client.fetch({"url": url(server, "/flaky")}))["body"] == {"ok": True}
-        assert (await client.fetch({"url": url(server, "/flaky")}))["body"] == {"ok": True}
+            await client.fetch({"url": url(server, "/flaky")}, False)
+        assert (await client.fetch({"url": url(server, "/flaky")}, False))["body"] == {"ok": True}
+        assert (await client.fetch({"url": url(server, "/flaky")}, False))["body"] == {"ok": True}
         assert hits(server, "/flaky") == 2
 
 
 # ---- sessions ----------------------------------------------------------------------------------
 
-async def test_given_session_is_left_open_and_factory_session_is_closed(server: TestServer) -> None:
-    async with aiohttp.ClientSession() as session:
-        async with AiohttpClient(session) as client:
-            await client.fetch({"url": url(server, "/echo")})
+async def test_the_session_is_made_on_first_use_and_closed_with_the_client(server: TestServer) -> None:
+    async with AiohttpClient(local(server)) as client:
+        await client.fetch({"url": url(server, "/echo")}, False)
+        session = client._http()
         assert not session.closed
-    made: list[aiohttp.ClientSession] = []
-
-    def factory() -> aiohttp.ClientSession:
-        made.append(aiohttp.ClientSession(headers={"X-Factory": "1"}))
-        return made[-1]
-
-    async with AiohttpClient(factory) as client:
-        assert (await client.fetch({"url": url(server, "/echo")}))["body"]["headers"]["X-Factory"] == "1"
-    assert len(made) == 1 and made[0].closed
+    assert session.closed

@@ -9,8 +9,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from kinitiras_py.base import nesting
 from kinitiras_py.base.errors import ReviewError
-from kinitiras_py.webhook import body, codec, shape
+from kinitiras_py.webhook import body, codec, peek, shape
 from kinitiras_py.webhook.app import errors_middleware
 
 
@@ -88,7 +89,7 @@ def test_the_fast_depth_check_agrees_with_the_exact_one(levels: int, big_int: bo
     for i in range(levels):
         deep = {"a": deep} if i % 2 else [deep]
     too_deep, blob = shape._written({"spec": deep})
-    assert too_deep is shape._exceeds({"spec": deep}, shape.MAX_DEPTH)
+    assert too_deep is nesting.exceeds({"spec": deep}, shape.MAX_DEPTH)
     assert too_deep is (levels + 1 > shape.MAX_DEPTH)
     if not too_deep:  # written on the way, unless orjson refused the integer
         assert blob == (None if big_int else orjson.dumps({"spec": deep}))
@@ -103,6 +104,37 @@ def test_peek_uid_reads_only_string_uids_and_our_api_versions() -> None:
     prefix = b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1","request":{"uid":"big-1","kin'
     assert codec.peek_uid(prefix, complete=False) == ("admission.k8s.io/v1beta1", "big-1")
     assert codec.peek_uid(b'{"request":{"object":{"metadata":{"uid":"not-this"', complete=False)[1] == ""
+
+
+SURROGATE = b'"\\ud800"'
+
+
+@pytest.mark.parametrize(("body", "uid"), [
+    (b'{"request":{"uid":"u","object":' + b"[" * 1100 + b"]" * 1100 + b"}}", "u"),
+    (b'{"request":{"object":{"metadata":{"uid":"nested"}},"uid":"late","x":' + SURROGATE + b"}}", "late"),
+    (b'{"request":{"object":{"uid":"nested"},"x":' + SURROGATE + b"}}", ""),
+    (b'{"object":{"request":{"uid":"nested"}},"x":' + SURROGATE + b"}", ""),
+    (b'{"request":{"uid":"a","uid":"b","x":' + SURROGATE + b"}}", ""),
+    (b'{"request":{"uid":"a"},"request":{"uid":"a"},"x":' + SURROGATE + b"}", ""),
+    (b'{"request":{"uid":5,"x":' + SURROGATE + b"}}", ""),
+    (b'{"request":{"uid":["a"],"x":' + SURROGATE + b"}}", ""),
+    (b'{"request":{"uid":' + SURROGATE + b"}}", ""),
+    (b'{"request":{"uid":"a\\"b","x":' + SURROGATE + b"}}", 'a"b'),
+    (b'{"request":{"uid":"cut","kind":{"kind":"Po', "cut"),
+], ids=["deep", "uid-after-object", "only-nested", "request-nested", "uid-twice", "request-twice", "uid-number",
+        "uid-list", "uid-surrogate", "uid-escaped", "cut"])
+def test_peek_uid_scans_a_body_orjson_refuses_for_request_uid_only(body: bytes, uid: str) -> None:
+    assert codec.peek_uid(body)[1] == uid
+
+
+def test_the_scan_past_its_bound_takes_only_a_uid_where_the_api_server_writes_it() -> None:
+    first = b'{"apiVersion":"admission.k8s.io/v1beta1","request":{"uid":"first","object":' + b"[1]," * 40 + b"1}}"
+    assert peek.scan(first, max_tokens=50) == peek.Found("admission.k8s.io/v1beta1", "first")
+    assert peek.scan(first, max_tokens=50, whole=False).uid == "first"
+    second = b'{"request":{"kind":1,"uid":"second","object":' + b"[1]," * 40 + b"1}}"
+    assert peek.scan(second).uid == "second"
+    assert peek.scan(second, max_tokens=50).uid == ""  # another uid may follow unseen: doubtful
+    assert peek.scan(second[:-10], whole=False).uid == ""
 
 
 async def test_the_middleware_answers_with_the_uid_of_a_body_already_read(aiohttp_client: Any) -> None:

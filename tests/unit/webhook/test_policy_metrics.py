@@ -5,7 +5,10 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleId
+from kinitiras_py.engine.validating import validate
 from kinitiras_py.webhook.metrics import _LATENCY_BUCKETS, Metrics
 
 OVERSELL = PolicyId("ClusterOverridePolicy", None, "oversell")
@@ -63,3 +66,26 @@ def test_request_metrics_read_as_prometheus_client_writes_them() -> None:
     assert ours == theirs
     assert ours[("kinitiras_webhook_requests_in_flight", (("endpoint", "mutate"),))] == 1
     assert ours[("kinitiras_webhook_request_duration_seconds_bucket", (("endpoint", "mutate"), ("le", "0.001")))] == 3
+
+
+def _cvp(name: str, *actions: list[str]) -> CompiledPolicy:
+    """A ClusterValidatePolicy whose rules (one per entry of ``actions``) all fail on any object."""
+    rules = [{"validationActions": taken, "cel": f"object.metadata.name == 'not-{i}'"}
+             for i, taken in enumerate(actions)]
+    return compile_policy({"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterValidatePolicy",
+                           "metadata": {"name": name}, "spec": {"validateRules": rules}})
+
+
+def test_rejections_are_counted_with_the_action_their_rule_took() -> None:
+    # Cluster policies run by name: "audited" (its rules warn and audit) before "denies".
+    audited, denies = _cvp("audited", ["Audit"], ["Warn"], ["Warn", "Audit"]), _cvp("denies", ["Deny"])
+    metrics = Metrics()
+    for _ in range(2):
+        verdict = validate([(p, rule) for p in (audited, denies) for rule in p.rules],
+                           {"object": {"metadata": {"name": "o"}}, "oldObject": None})
+        metrics.observe_verdict(verdict)
+    rejected = {labels: v for (name, labels), v in _samples(metrics.render(), "kinitiras_policy_rejected").items()
+                if name == "kinitiras_policy_rejected_total"}
+    assert rejected == {(("action", "Audit"), ("policy", "ClusterValidatePolicy audited")): 2.0,
+                        (("action", "Warn"), ("policy", "ClusterValidatePolicy audited")): 2.0,
+                        (("action", "Deny"), ("policy", "ClusterValidatePolicy denies")): 2.0}

@@ -157,3 +157,15 @@ def test_writes_files_only_when_given_a_directory(tmp_path: Path, monkeypatch: p
     assert (tmp_path / "certs" / "tls.key").read_bytes() == SECOND.key
     assert tls.reload_files(tmp_path / "certs" / "tls.crt", tmp_path / "certs" / "tls.key")
     assert not tls.reload_files(tmp_path / "missing.crt", tmp_path / "missing.key")
+
+
+def test_not_after_follows_the_served_certificate_only() -> None:
+    tls = ReloadableTLS()
+    assert tls.not_after is None
+    short = authority.new_serving(CA, ["short.test"], days=10)
+    assert tls.reload(FIRST.cert, FIRST.key)
+    assert tls.not_after == authority.not_after(FIRST.cert).timestamp()
+    assert not tls.reload(short.cert, FIRST.key)  # refused: what is served, and its expiry, stay
+    assert tls.not_after == authority.not_after(FIRST.cert).timestamp()
+    assert tls.reload(short.cert, short.key)
+    assert tls.not_after == authority.not_after(short.cert).timestamp() < authority.not_after(FIRST.cert).timestamp()

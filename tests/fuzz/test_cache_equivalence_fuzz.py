@@ -1,0 +1,178 @@
+"""Fuzz: every cache on gives the answer every cache off gives, byte for byte (issue 21).
+
+Random sets of ClusterOverridePolicies run in a random order (their names are drawn in order):
+CEL rules that read the node selector and the labels through optional and computed keys, loops
+over maps, map results and conditions that change nothing; plaintext rules adding and removing
+selector keys, labels and fields in random sequences; label and annotation templates; and
+ClusterValidatePolicies auditing, warning about or denying what they read. Random Pods (the
+node selector empty now and then: the stale-copy shape of issue 21 is an explicit example).
+
+Each review is answered through the webhook's handlers with every cache on (the CEL result
+cache, the conversions kept across rules, the memory of mutations, the remembered answers):
+first evaluated, then from the remembered answers, then from the memory of mutations; and with
+every cache off. The mutated object is then validated twice with the caches on and once off.
+Invariant: the same bytes (allowed, patch, warnings, audit annotations) but for the uid.
+
+The profile (``ci`` or ``long``) comes from tests/fuzz/conftest.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import jsonpatch
+import orjson
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from kinitiras_py.admission import mutationmemo
+from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.evaluation import celmemo, celreads
+from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.offline.static import StaticStore
+from kinitiras_py.webhook import answers
+from kinitiras_py.webhook.handlers import Handlers
+from kinitiras_py.webhook.metrics import Metrics
+from tests.fuzz.test_answers_fuzz import answer, body, unnamed
+
+WORDS = ["w1", "web", "x", "tier", "app", "é"]
+KEYS = [*WORDS, *(f"k{i}" for i in range(8))]
+"""Label keys: enough for maps of 8 and more keys, which cel-cpp iterates in a varying order."""
+ZONE = 'object.spec.nodeSelector[?("zone-" + object.metadata.name)].orValue("none")'
+READS = [  # what a CEL rule writes into its annotation
+    ZONE,
+    'object.?metadata.?labels[?"app"].orValue("-")',
+    "string(size(object.spec.nodeSelector))",
+    'object.metadata.labels[?object.metadata.name].orValue("-")',
+    'object.metadata.labels.exists(k, k == "tier") ? "tier" : "no"',
+    'has(object.spec.extra) ? string(object.spec.extra) : "no"',
+    'object.spec.nodeSelector.map(k, k + "=" + object.spec.nodeSelector[k]).join(",")',
+    'object.metadata.labels.filter(k, k != "x").join(",")',
+    "object.spec.nodeSelector",
+    "{'n': object.metadata.name, 'z': " + ZONE + ", 'l': object.metadata.labels}",
+]
+STRINGS = len(READS) - 2
+"""The reads before this one give strings, those after it maps."""
+
+
+def writes(n: int, annotation: str) -> dict[str, Any]:
+    """A rule whose CEL writes ``READS[n]`` into ``annotation``."""
+    value = READS[n]
+    return {"overriders": {"cel": f'[{{"op": "add", "path": "/metadata/annotations/{annotation}", "value": {value}}}]'}}
+
+
+OPS = st.one_of(  # what a plaintext rule does
+    st.builds(lambda w, v: {"op": "add", "path": f"/spec/nodeSelector/zone-{w}", "value": v},
+              st.sampled_from(WORDS), st.sampled_from(WORDS)),
+    st.builds(lambda w: {"op": "remove", "path": f"/spec/nodeSelector/zone-{w}"}, st.sampled_from(WORDS)),
+    st.just({"op": "replace", "path": "/spec/nodeSelector", "value": {}}),
+    st.builds(lambda k, v: {"op": "add", "path": f"/metadata/labels/{k}", "value": v},
+              st.sampled_from(KEYS), st.sampled_from(WORDS)),
+    st.builds(lambda v: {"op": "add", "path": "/spec/extra", "value": v}, st.sampled_from(WORDS)),
+    st.just({"op": "remove", "path": "/spec/extra"}),
+)
+OVERRIDERS = st.one_of(
+    st.builds(lambda n: writes(n, f"r{n}")["overriders"], st.integers(0, len(READS) - 1)),
+    st.builds(lambda n: {"cel": f'({READS[n]}) == "none" ? [] : '  # changes nothing while it reads "none"
+                                '[{"op": "add", "path": "/metadata/annotations/seen", "value": "yes"}]'},
+              st.integers(0, STRINGS - 1)),
+    st.builds(lambda ops: {"plaintext": ops}, st.lists(OPS, min_size=1, max_size=3)),
+    st.builds(lambda kind, k, v: {"template": {"type": kind, "operation": "add", "path": k, "value": {"string": v}}},
+              st.sampled_from(["labels", "annotations"]), st.sampled_from(WORDS[:-1]), st.sampled_from(WORDS[:-1])),
+)
+RULE = st.fixed_dictionaries({"overriders": OVERRIDERS}, optional={"failurePolicy": st.sampled_from(["Ignore"])})
+STALE = st.builds(  # issue 21's shape: a read, a change, the same read again
+    lambda n, ops: [writes(n, f"r{n}"), {"overriders": {"plaintext": ops}}, writes(n, f"s{n}")],
+    st.integers(0, len(READS) - 1), st.lists(OPS, min_size=1, max_size=2))
+RULES = st.lists(st.one_of(RULE.map(lambda rule: [rule]), STALE), min_size=1, max_size=4).map(
+    lambda blocks: [rule for block in blocks for rule in block])
+"""Rules in the order they run: single ones and stale-copy shapes, mixed."""
+CHECKS = st.fixed_dictionaries({  # a ClusterValidatePolicy's rule
+    "cel": st.sampled_from([f"{ZONE} != 'x'", "size(object.spec.nodeSelector) < 2",
+                            "object.metadata.labels.all(k, k != object.metadata.name)"]),
+    "message": st.just("checked"),
+    "validationActions": st.sampled_from([["Deny"], ["Audit"], ["Warn"], ["Audit", "Warn"]])})
+SELECTORS = [{"apiVersion": "v1", "kind": "Pod"}]
+PODS = st.builds(
+    lambda name, labels, selector, extra: {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team-a", "labels": labels, "annotations": {}},
+        "spec": {"nodeSelector": selector, "containers": [{"name": "c", "image": "i"}], **extra}},
+    st.sampled_from(WORDS), st.dictionaries(st.sampled_from(KEYS), st.sampled_from(WORDS), max_size=12),
+    st.dictionaries(st.sampled_from([f"zone-{w}" for w in KEYS]), st.sampled_from(WORDS), max_size=10),
+    st.fixed_dictionaries({}, optional={"extra": st.sampled_from(WORDS)}))
+STALE_COPY = ([writes(0, "r0"),
+               {"overriders": {"plaintext": [{"op": "add", "path": "/spec/nodeSelector/zone-w1", "value": "eu"}]}},
+               writes(0, "r1")],
+              [],
+              {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w1", "namespace": "team-a", "labels": {},
+                                                               "annotations": {}},
+               "spec": {"nodeSelector": {}, "containers": [{"name": "c", "image": "i"}]}})
+"""Issue 21's shape: a reader through a computed key, a writer of that key, the same reader."""
+
+
+def handlers_for(rules: list[dict[str, Any]], checks: list[dict[str, Any]]) -> Handlers:
+    """The webhook's handlers over one policy per rule, run in the order given (by name)."""
+    overrides = [compile_policy({
+        "apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy",
+        "metadata": {"name": f"p{i:02d}"}, "spec": {"resourceSelectors": SELECTORS, "overrideRules": [rule]}})
+        for i, rule in enumerate(rules)]
+    validations = [compile_policy({
+        "apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterValidatePolicy",
+        "metadata": {"name": f"v{i:02d}"}, "spec": {"resourceSelectors": SELECTORS, "validateRules": [check]}})
+        for i, check in enumerate(checks)]
+    return Handlers(Pipeline(PolicyIndex(overrides), PolicyIndex(validations), StaticStore([])), Metrics())
+
+
+@contextlib.contextmanager
+def caches_off() -> Iterator[None]:
+    """Every cache off, the conversions kept across rules included (not a fixture: hypothesis
+    runs many examples)."""
+    real = celreads.touches
+    celreads.touches = lambda taken, changed: True  # every change may change every conversion
+    for cache in (celmemo, mutationmemo, answers):
+        cache.configure(0)
+    try:
+        yield
+    finally:
+        celreads.touches = real
+        for cache in (celmemo, mutationmemo, answers):
+            cache.configure(cache.DEFAULT_BYTES)
+
+
+def mutated(pod: dict[str, Any], out: bytes) -> dict[str, Any]:
+    """``pod`` with the patch of the mutate answer ``out`` applied."""
+    response = orjson.loads(out[:out.rindex(b"}") + 1])["response"]
+    patch = orjson.loads(base64.b64decode(response["patch"])) if "patch" in response else []
+    return jsonpatch.apply_patch(pod, patch)
+
+
+def request(pod: dict[str, Any]) -> dict[str, Any]:
+    return {"operation": "CREATE", "namespace": "team-a", "userInfo": {"username": "u"}, "dryRun": False,
+            "object": pod}
+
+
+@given(rules=RULES, checks=st.lists(CHECKS, max_size=2), pod=PODS)
+@example(*STALE_COPY)
+def test_every_cache_on_gives_the_answer_every_cache_off_gives(rules: list[dict[str, Any]],
+                                                              checks: list[dict[str, Any]],
+                                                              pod: dict[str, Any]) -> None:
+    handlers = handlers_for(rules, checks)
+    for cache in (celmemo, mutationmemo, answers):
+        cache.configure(cache.DEFAULT_BYTES)
+    on = [unnamed(answer(handlers, body(uid, request(pod))), uid) for uid in ("u-1", "u-2")]
+    answers.configure(0)  # the third time from the memory of mutations
+    on.append(unnamed(answer(handlers, body("u-3", request(pod))), "u-3"))
+    answers.configure(answers.DEFAULT_BYTES)
+    final = mutated(pod, on[0])
+    checked = [unnamed(answer(handlers, body(uid, request(final)), "validate"), uid) for uid in ("v-1", "v-2")]
+    with caches_off():
+        off = unnamed(answer(handlers, body("u-4", request(pod))), "u-4")
+        checked_off = unnamed(answer(handlers, body("v-3", request(final)), "validate"), "v-3")
+    assert on == [off, off, off]
+    assert checked == [checked_off, checked_off]
+

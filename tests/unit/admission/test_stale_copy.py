@@ -1,0 +1,84 @@
+"""A rule sees the object the rules before it made, whatever the caches kept (issue 21).
+
+A Widget whose ``spec.selector`` is empty, and three ClusterOverridePolicies that run in name
+order: ``a-reader`` reads the selector through a computed key, ``b-writer`` adds that key and
+``c-reader`` reads it again. ``c-reader`` must see what ``b-writer`` wrote, as it does when run
+alone on ``b-writer``'s output, offline and through the webhook, the first time and when the
+answer comes from the caches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import orjson
+import pytest
+
+from kinitiras_py.admission import mutationmemo
+from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.offline.apply import Case, compile_all, run
+from kinitiras_py.offline.static import StaticStore
+from kinitiras_py.webhook import answers
+from kinitiras_py.webhook.handlers import Handlers
+from kinitiras_py.webhook.metrics import Metrics
+
+ZONE = 'object.spec.selector[?("zone-" + object.metadata.name)].orValue("none")'
+WRITES = f'[{{"op": "add", "path": "/metadata/annotations/%s", "value": {ZONE}}}]'
+"""A reader that writes what it read into an annotation."""
+ONLY_READS = f'{ZONE} == "none" ? [] : [{{"op": "add", "path": "/metadata/annotations/%s", "value": "seen"}}]'
+"""A reader that changes nothing while the zone is missing."""
+
+
+def policy(name: str, overriders: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy",
+            "metadata": {"name": name},
+            "spec": {"resourceSelectors": [{"apiVersion": "example.io/v1", "kind": "Widget"}],
+                     "overrideRules": [{"overriders": overriders}]}}
+
+
+def policies(first: str) -> list[dict[str, Any]]:
+    return [policy("a-reader", {"cel": first % "a"}),
+            policy("b-writer", {"plaintext": [{"op": "add", "path": "/spec/selector/zone-w1", "value": "eu"}]}),
+            policy("c-reader", {"cel": WRITES % "c"})]
+
+
+def widget(selector: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "w1", "annotations": {}},
+            "spec": {"selector": selector}}
+
+
+@pytest.mark.parametrize("first", [WRITES, ONLY_READS], ids=["a-writes", "a-only-reads"])
+def test_offline_the_last_reader_sees_the_key_written_before_it(first: str) -> None:
+    alone = run(Case([policies(first)[2]], widget({"zone-w1": "eu"})))
+    assert alone.object["metadata"]["annotations"] == {"c": "eu"}
+    for _ in range(2):  # the second time, the CEL results are remembered
+        decision = run(Case(policies(first), widget({})))
+        assert decision.object["metadata"]["annotations"]["c"] == "eu"
+        assert decision.object["spec"]["selector"] == {"zone-w1": "eu"}
+
+
+def review(uid: str) -> bytes:
+    kind = {"group": "example.io", "version": "v1", "kind": "Widget"}
+    return orjson.dumps({"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {
+        "uid": uid, "kind": kind, "resource": {"group": "example.io", "version": "v1", "resource": "widgets"},
+        "requestKind": kind, "operation": "CREATE", "namespace": "", "userInfo": {"username": "u"},
+        "object": widget({}), "oldObject": None, "dryRun": False}})
+
+
+@pytest.mark.parametrize("first", [WRITES, ONLY_READS], ids=["a-writes", "a-only-reads"])
+def test_through_the_webhook_the_last_reader_sees_the_key_written_before_it(first: str) -> None:
+    compiled = compile_all(policies(first))
+    handlers = Handlers(Pipeline(PolicyIndex(compiled), PolicyIndex(), StaticStore([])), Metrics())
+    for uid, cache in (("u-1", None), ("u-2", answers.ANSWERS), ("u-3", mutationmemo.MUTATIONS)):
+        if cache is mutationmemo.MUTATIONS:  # the remembered answers off: the memory of mutations answers
+            answers.configure(0)
+        hits = 0 if cache is None else cache.hits
+        out, code = asyncio.run(handlers.answer("mutate", review(uid)))
+        assert code == 200
+        assert cache is None or cache.hits == hits + 1
+        response = orjson.loads(out)["response"]
+        patch = orjson.loads(base64.b64decode(response["patch"]))
+        assert {"op": "add", "path": "/metadata/annotations/c", "value": "eu"} in patch
