@@ -1,5 +1,5 @@
 """``python -m kinitiras_py`` runs the command line."""
 
-from kinitiras_py.cli.main import main
+from kinitiras_py.cli.main import run
 
-raise SystemExit(main())
+run()

@@ -14,7 +14,7 @@ from kinitiras_py.engine import conditions, jsrules, overriding, selection, vali
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation.cel import Program, runs_long
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.results import Mutation, Verdict
+from kinitiras_py.engine.results import Mutation, RuleCheck, Verdict
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.refs import resolver
 from kinitiras_py.refs.egress import Egress
@@ -75,6 +75,10 @@ class Decision:
     object: Obj
     warnings: list[str]
     audit: list[str]
+    mutation: Mutation | None = None
+    """What the override policies did (which rules changed the object, which failed)."""
+    checks: list[RuleCheck] = field(default_factory=list)
+    """Every validate rule evaluated, in order (:attr:`.Verdict.checks`)."""
 
 
 @dataclass
@@ -294,6 +298,7 @@ class Pipeline:
                 one = validating.validate([match], variables, params, errors, shared)
             verdict.warnings += one.warnings
             verdict.audit += one.audit
+            verdict.checks += one.checks
             verdict.flagged |= one.flagged
             verdict.ignored += one.ignored
             for ref, seconds in one.timings.items():
@@ -308,7 +313,8 @@ class Pipeline:
         """Mutation then validation of the mutated object, as the API server would run them."""
         mutation = await self.mutate(request)
         if mutation.failure is not None:
-            return Decision(False, str(mutation.failure), [], request.object, mutation.warnings, [])
+            return Decision(False, str(mutation.failure), [], request.object, mutation.warnings, [], mutation)
         verdict = await self.validate(request, mutation.object)
         return Decision(verdict.allowed, verdict.message, mutation.patch if verdict.allowed else [],
-                        mutation.object, mutation.warnings + verdict.warnings, verdict.audit)
+                        mutation.object, mutation.warnings + verdict.warnings, verdict.audit, mutation,
+                        verdict.checks)

@@ -1,9 +1,10 @@
 """``kinitiras-py render | apply | test``: policies against files, no cluster needed.
 
-Exit codes: 0 success (``apply``: allowed; ``test``: every case passed), 1 a verdict against
-(``apply``: denied; ``test``: a case failed), 2 bad input (missing file, malformed YAML, a policy
-refused with its field paths, missing ``--old-resource`` for UPDATE), 3 an internal error (a bug:
-one line on stderr instead of a traceback, so that it is never mistaken for a denial).
+Exit codes: 0 success (``apply``: every object allowed; ``test``: every case passed), 1 a verdict
+against (``apply``: an object denied; ``test``: a case failed), 2 bad input (missing file, malformed
+YAML, a policy refused with its field paths, missing ``--old-resource`` for UPDATE, an option given
+twice), 3 an internal error (a bug: one line on stderr instead of a traceback, so that it is never
+mistaken for a denial). docs/testing.md describes both commands' outputs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS
 from kinitiras_py.cli import httpflags
 
-RESULT_KEYS = ("allowed", "message", "warnings", "patch", "object")
+RESULT_KEYS = ("allowed", "message", "warnings", "audit", "patch", "object")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,19 +38,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     httpflags.add(p)
     p.set_defaults(handler=guarded(_render))
 
-    p = sub.add_parser("apply", help="run policies on a resource as the webhook would (mutate, then validate)",
-                       description="Run policies on one object as the webhook would: override policies, then "
-                                   "validate policies on the result. Exit 0 allowed, 1 denied, 2 bad input.")
+    p = sub.add_parser("apply", help="run policies on resources as the webhook would (mutate, then validate)",
+                       description="Run policies on objects as the webhook would: override policies, then "
+                                   "validate policies on the result, each object on its own. Prints each "
+                                   "object's result on stdout, and a summary per policy and rule on stderr. "
+                                   "Exit 0 every object allowed, 1 one denied, 2 bad input.")
     p.add_argument("--policy", action="append", required=True, help="policy file (repeatable)")
-    p.add_argument("--resource", required=True, help="the object under admission (for DELETE: the object deleted)")
-    p.add_argument("--old-resource", help="the previous object, for UPDATE")
+    p.add_argument("--resource", action="append", required=True,
+                   help="the objects under admission (for DELETE: the objects deleted): a file, several "
+                        "documents or a List, a directory (its .yaml, .yml and .json files) or - (repeatable)")
+    p.add_argument("--old-resource", action="append", default=[],
+                   help="the previous objects, for UPDATE (repeatable); with several resources, each is "
+                        "paired with the old one of the same kind, namespace and name")
     p.add_argument("--operation", default="CREATE", choices=list(OPERATIONS))
     p.add_argument("--namespace", help="the request's namespace (default: the resource's metadata.namespace); "
                                        "fills in a resource without one, refuses one that differs (exit 2), "
                                        "as the API server does")
     p.add_argument("--context", action="append", default=[],
                    help="objects for k8s/owner references and HTTPResponse documents (repeatable)")
-    p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml",
+                   help="each object's result: one YAML document per object, or JSON (a list of them "
+                        "when there are several objects)")
+    p.add_argument("--results", metavar="FILE",
+                   help="write every result as JSON (per object and rule, the summary and totals) to FILE; "
+                        "- writes it on stdout instead of the objects' results")
     httpflags.add(p)
     p.set_defaults(handler=guarded(_apply))
 
@@ -57,6 +69,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Run every kinitiras-test.yaml under DIR; print a unified diff for each "
                                    "object that differs. Exit 0 all passed, 1 a case failed, 2 bad input.")
     p.add_argument("dir", type=Path)
+    p.add_argument("--junit", metavar="FILE", help="also write the outcomes as JUnit XML to FILE (- for stdout, "
+                                                    "instead of the text)")
+    p.add_argument("--json", metavar="FILE", help="also write the outcomes as JSON to FILE (- for stdout, "
+                                                   "instead of the text)")
     httpflags.add(p)
     p.set_defaults(handler=guarded(_test))
 
@@ -128,38 +144,48 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from kinitiras_py.offline import apply, loader
-    from kinitiras_py.offline.dumper import dump_yaml
+    from kinitiras_py.offline import apply, loader, results
+    from kinitiras_py.offline.dumper import dump_yaml, dump_yaml_all
     from kinitiras_py.offline.policyfiles import load_policies
 
     egress = httpflags.egress(args)
     if isinstance(egress, str):
         return _error(egress)
     try:
-        case = apply.Case(
+        batch = apply.Batch(
             policies=[d for f in args.policy for d in load_policies(f)],
-            resource=loader.load_one(args.resource),
-            old_resource=loader.load_one(args.old_resource) if args.old_resource else None,
+            resources=loader.load_objects(args.resource),
+            old_resources=loader.load_objects(args.old_resource) if args.old_resource else [],
             operation=args.operation,
             context=[d for f in args.context for d in loader.load_documents(f)],
             namespace=args.namespace,
             egress=egress,
         )
-        decision = apply.run(case, on_warning=_warn)
+        outcome = apply.run_batch(batch, on_warning=_warn)
     except loader.InputError as e:
         return _error(str(e))
-    result = dict(zip(RESULT_KEYS, (decision.allowed, decision.message, decision.warnings, decision.patch,
-                                    decision.object), strict=True))
-    if args.output == "json":
-        sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        sys.stdout.write(dump_yaml(result))
-    return 0 if decision.allowed else 1
+    shown = [dict(zip(RESULT_KEYS, (o.decision.allowed, o.decision.message, o.decision.warnings, o.decision.audit,
+                                    o.decision.patch, o.decision.object), strict=True)) for o in outcome.objects]
+    if args.results:
+        text = orjson.dumps(results.to_json(outcome.policies, outcome.objects), option=orjson.OPT_INDENT_2).decode()
+        if args.results == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            Path(args.results).write_text(text + "\n")
+    if args.results != "-" and args.output == "json":
+        value = shown[0] if len(shown) == 1 else shown
+        sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif args.results != "-":
+        sys.stdout.write(dump_yaml(shown[0]) if len(shown) == 1 else dump_yaml_all(shown))
+    sys.stderr.write(results.summary_text(outcome.policies, outcome.objects))
+    return 0 if all(o.decision.allowed for o in outcome.objects) else 1
 
 
 def _test(args: argparse.Namespace) -> int:
-    from kinitiras_py.offline import loader, testcases
+    from kinitiras_py.offline import loader, testcases, testreport
 
+    if args.junit == "-" and args.json == "-":
+        return _error("--junit - and --json - would both write on stdout: give one of them a file")
     egress = httpflags.egress(args)
     if isinstance(egress, str):
         return _error(egress)
@@ -168,9 +194,17 @@ def _test(args: argparse.Namespace) -> int:
     except loader.InputError as e:
         return _error(str(e))
     failed = [o for o in outcomes if o.problems]
+    for target, text in ((args.junit, lambda: testreport.junit_xml(outcomes)),
+                         (args.json, lambda: orjson.dumps(testreport.to_json(outcomes),
+                                                          option=orjson.OPT_INDENT_2).decode() + "\n")):
+        if target == "-":
+            sys.stdout.write(text())
+        elif target:
+            Path(target).write_text(text())
+    lines = sys.stderr if "-" in (args.junit, args.json) else sys.stdout
     for o in outcomes:
-        print(f"{'FAIL' if o.problems else 'ok  '} {o.file}: {o.name}")
+        print(f"{'FAIL' if o.problems else 'ok  '} {o.file}: {o.name}", file=lines)
         for problem in o.problems:
-            print("     " + problem.replace("\n", "\n     "))
-    print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed")
+            print("     " + problem.replace("\n", "\n     "), file=lines)
+    print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed", file=lines)
     return 1 if failed else 0

@@ -59,6 +59,16 @@ class RuleFailure:
         return f"policy {self.policy}, rule {self.rule}: {self.reason}"
 
 
+@dataclass(frozen=True, slots=True)
+class RuleCheck:
+    """One validate rule evaluated on the object: ``pass``, ``fail`` (its check did not hold) or
+    ``error`` (it could not be evaluated; its failurePolicy decided), with the reason given."""
+
+    rule: RuleId
+    outcome: str
+    message: str = ""
+
+
 @dataclass
 class Mutation:
     """The outcome of the override policies for one object."""
@@ -113,3 +123,5 @@ class Verdict:
     """Rules that failed with failurePolicy Ignore and were skipped (each also a warning)."""
     timings: dict[PolicyId, float] = field(default_factory=dict)
     """Seconds spent per matching policy, for metrics."""
+    checks: list[RuleCheck] = field(default_factory=list)
+    """Every rule evaluated, in order (after a denial, none is)."""

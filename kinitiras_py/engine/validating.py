@@ -23,7 +23,7 @@ from kinitiras_py.engine import jsrules
 from kinitiras_py.engine.compiled import CompiledPolicy, ValidateRule
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.overriding import RuleKey
-from kinitiras_py.engine.results import PolicyId, RuleFailure, Verdict
+from kinitiras_py.engine.results import PolicyId, RuleCheck, RuleFailure, RuleId, Verdict
 
 
 def _outcome(result: JSON, what: str) -> tuple[bool, str]:
@@ -92,6 +92,8 @@ def validate(matches: Iterable[tuple[CompiledPolicy, ValidateRule]], variables: 
                 error = str(e) or type(e).__name__
         pid = PolicyId.of(policy)
         verdict.timings[pid] = verdict.timings.get(pid, 0.0) + time.perf_counter() - started
+        verdict.checks.append(RuleCheck(RuleId(pid, rule.index), "error" if error is not None else
+                                        "pass" if valid else "fail", error or reason))
         if error is not None:
             failure = RuleFailure(pid, rule.index, error, ignored=rule.failure_policy == "Ignore")
             if failure.ignored:

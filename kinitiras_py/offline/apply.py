@@ -15,6 +15,7 @@ from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.offline.loader import InputError
+from kinitiras_py.offline.results import ObjectResult, ResourceRef, override_results, validate_results
 from kinitiras_py.offline.static import StaticHttp, StaticStore
 from kinitiras_py.refs.egress import Egress
 
@@ -128,16 +129,108 @@ def request_for(case: Case) -> Request:
                    namespace=namespace, user_info=case.user_info or {"username": "kinitiras-py-offline"})
 
 
+@dataclass
+class Batch:
+    """Offline admissions of many objects under the same policies, context and operation."""
+
+    policies: Sequence[Obj]
+    resources: Sequence[tuple[str, Obj]]
+    """Each object with where it was read (a file, its document number), for messages."""
+    old_resources: Sequence[tuple[str, Obj]] = ()
+    operation: str = "CREATE"
+    context: Sequence[Obj] = ()
+    user_info: Obj | None = None
+    namespace: str | None = None
+    egress: Egress = field(default_factory=Egress)
+    """The operator's setting for http references, as on :class:`Case`."""
+
+
+@dataclass
+class Outcome:
+    """The policies compiled for a batch, and each object's result (in the batch's order)."""
+
+    policies: list[CompiledPolicy]
+    objects: list[ObjectResult]
+
+
+def _identity(obj: Obj, namespace: str | None) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return str(obj.get("kind")), str(namespace or meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def pair_old(batch: Batch) -> list[Obj | None]:
+    """The previous object of each resource. One resource takes the one old resource given; many
+    are paired with old resources by kind, namespace and name. InputError for an UPDATE resource
+    without its old one, an old one paired with nothing, or two old ones of one identity."""
+    olds = batch.old_resources
+    if len(batch.resources) == 1 and len(olds) <= 1:
+        return [olds[0][1] if olds else None]
+    by_identity: dict[tuple[str, str, str], Obj] = {}
+    for where, old in olds:
+        check_object(old, where)
+        key = _identity(old, batch.namespace)
+        if key in by_identity:
+            raise InputError(f"{where}: a second old resource for {key[0]} {key[1]}/{key[2]}")
+        by_identity[key] = old
+    paired: list[Obj | None] = []
+    for where, resource in batch.resources:
+        check_object(resource, where)
+        paired.append(by_identity.pop(_identity(resource, batch.namespace), None))
+        if paired[-1] is None and batch.operation == "UPDATE":
+            kind, namespace, name = _identity(resource, batch.namespace)
+            raise InputError(f"{where}: UPDATE needs the previous object of {kind} {namespace}/{name} "
+                             "(--old-resource, paired by kind, namespace and name)")
+    if by_identity:
+        kind, namespace, name = next(iter(by_identity))
+        raise InputError(f"--old-resource {kind} {namespace}/{name} is the previous object of no --resource "
+                         "(old resources are paired with resources by kind, namespace and name)")
+    return paired
+
+
+async def _admit_all(pipeline: Pipeline, cases: Sequence[Case]) -> list[ObjectResult]:
+    out = []
+    for case in cases:
+        request = request_for(case)
+        decision = await pipeline.admit(request)
+        mutation_matches = list(pipeline.overrides.matching(request.object, request.operation, request.namespace))
+        validate_matches = sorted(pipeline.validations.matching(decision.object, request.operation, request.namespace),
+                                  key=lambda m: (m[0].sort_key(), m[1].index))
+        out.append(ObjectResult(ResourceRef.of(request.object), decision,
+                                override_results(decision, mutation_matches)
+                                + validate_results(decision, validate_matches)))
+    return out
+
+
+def run_batch(batch: Batch, on_warning: Callable[[str], None] | None = None) -> Outcome:
+    """Mutation then validation of every object of ``batch``, policies compiled once; InputError when
+    an input cannot be admitted (naming where it was read)."""
+    if batch.operation not in OPERATIONS:
+        raise InputError(f"unknown operation {batch.operation!r}: {', '.join(OPERATIONS)}")
+    olds = pair_old(batch)
+    cases = []
+    for (where, resource), old in zip(batch.resources, olds, strict=True):
+        check_object(resource, where)
+        if batch.operation == "UPDATE":
+            if old is None:
+                raise InputError("UPDATE needs the previous object (--old-resource)")
+            check_object(old, f"old resource of {where}")
+        cases.append(Case(batch.policies, resource, old, batch.operation, batch.context, batch.user_info,
+                          batch.namespace, batch.egress))
+        request_for(cases[-1])  # a namespace mismatch is bad input, found before anything runs
+    for index, obj in enumerate(batch.context):
+        check_context(obj, index)
+    compiled = compile_all(batch.policies, on_warning, batch.egress)
+    pipeline = build_pipeline(compiled, batch.context, batch.egress)
+    return Outcome(compiled, asyncio.run(_admit_all(pipeline, cases)))
+
+
+def evaluate(case: Case, on_warning: Callable[[str], None] | None = None) -> Outcome:
+    """:func:`run_batch` of the one object of ``case``."""
+    return run_batch(Batch(case.policies, [("resource", case.resource)],
+                           [("old resource", case.old_resource)] if case.old_resource is not None else [],
+                           case.operation, case.context, case.user_info, case.namespace, case.egress), on_warning)
+
+
 def run(case: Case, on_warning: Callable[[str], None] | None = None) -> Decision:
     """Mutation then validation of ``case.resource``; InputError when the input cannot be admitted."""
-    if case.operation not in OPERATIONS:
-        raise InputError(f"unknown operation {case.operation!r}: {', '.join(OPERATIONS)}")
-    check_object(case.resource, "resource")
-    if case.operation == "UPDATE":
-        if case.old_resource is None:
-            raise InputError("UPDATE needs the previous object (--old-resource)")
-        check_object(case.old_resource, "old resource")
-    for index, obj in enumerate(case.context):
-        check_context(obj, index)
-    pipeline = build_pipeline(compile_all(case.policies, on_warning, case.egress), case.context, case.egress)
-    return asyncio.run(pipeline.admit(request_for(case)))
+    return evaluate(case, on_warning).objects[0].decision

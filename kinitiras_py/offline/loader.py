@@ -12,6 +12,12 @@ and column of the offending node (exit 2 in the CLI), never a Python object JSON
   ``!!binary``, ``.nan``, ``.inf``, integers too large for a float and explicit tags that do not
   fit their text (``!!float x``) are refused (JSON has no such values);
 * files must be UTF-8, and nesting deeper than :data:`MAX_DEPTH` is refused.
+
+libyaml scans and parses when PyYAML has it (:data:`LOADER`; a 10 MB manifest in seconds, where
+the pure-Python scanner takes most of a minute); composing, construction and resolution are this
+module's own either way, so both loaders give the same values and refusals. One difference: libyaml
+reads a tab where YAML allows white space (``a:<TAB>b``), as go-yaml, its port, does for kubectl;
+PyYAML's own scanner refuses it.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import io
 import math
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,36 +57,24 @@ class _Refused(yaml.YAMLError):
         self.mark = node.start_mark
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader producing JSON values only (see the module docstring)."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
-        # Composing recurses once per level: stop before Python's recursion limit does.
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self.peek_event())
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+class _Constructor(yaml.constructor.SafeConstructor):
+    """SafeConstructor producing JSON values only (see the module docstring); shared by the C and
+    the pure-Python loaders, so that both give the same values."""
 
     def construct_document(self, node: Node) -> Any:
         """Refuse a document that aliases make cyclic, deeper than the limit or huge before building it."""
-        _Measure().measure(node, 1)
+        if not _plain_tree_fits(node):
+            _Measure().measure(node, 1)
         try:
             return super().construct_document(node)
-        except (ValueError, KeyError, TypeError, OverflowError) as e:  # a tag that does not fit its node
+        except (ValueError, KeyError, TypeError, OverflowError, IndexError) as e:  # a tag that does not fit its node
             raise _Refused(f"cannot be read: {e}", node) from None
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         """A node's value; an explicit tag that does not fit the text (``!!float x``) is refused."""
         try:
             return super().construct_object(node, deep=deep)
-        except (ValueError, KeyError, TypeError, OverflowError):
+        except (ValueError, KeyError, TypeError, OverflowError, IndexError):
             tag = node.tag.replace("tag:yaml.org,2002:", "!!")
             raise _Refused(f"{str(node.value)[:40]!r} cannot be read as {tag}", node) from None
 
@@ -92,6 +86,83 @@ class _Loader(yaml.SafeLoader):
         self.flatten_mapping(node)  # merge keys (<<)
         return {_json_key(self.construct_object(key_node, deep=deep), key_node):
                 self.construct_object(value_node, deep=deep) for key_node, value_node in node.value}
+
+
+class _Resolver(yaml.resolver.Resolver):
+    """YAML 1.1 scalar resolution as go-yaml v2 does it: no timestamps, and y/n are booleans."""
+
+
+class _Composer(yaml.composer.Composer):
+    """Composing in Python, one level at a time, stopping at :data:`MAX_DEPTH` before Python's
+    recursion limit does (libyaml's own composer recurses in C without a limit: deep input crashes it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        """The next node, refused when nested too deep."""
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self.peek_event())  # type: ignore[attr-defined]
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, _Composer, _Constructor, _Resolver):
+    """The pure-Python loader: the reference, and the fallback where libyaml is missing."""
+
+    def __init__(self, stream: str) -> None:
+        yaml.reader.Reader.__init__(self, stream)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        _Composer.__init__(self)
+        _Constructor.__init__(self)
+        _Resolver.__init__(self)
+
+
+LOADER: type = _Loader
+try:
+    from yaml._yaml import CParser
+except ImportError:  # PyYAML built without libyaml: the pure-Python loader, slower but the same
+    pass
+else:
+    class _CLoader(_Composer, CParser, _Constructor, _Resolver):
+        """libyaml scanning and parsing (most of the time taken), the same composing, construction
+        and resolution: the same values as :class:`_Loader`, several times faster."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            _Composer.__init__(self)
+            _Constructor.__init__(self)
+            _Resolver.__init__(self)
+
+    LOADER = _CLoader
+"""The loader :func:`parse_yaml` uses."""
+
+
+def _plain_tree_fits(root: Node) -> bool:
+    """Whether ``root``, aliases expanded, stays within :data:`MAX_NODES` values and
+    :data:`MAX_DEPTH` levels (a cycle does not). False sends the document to :class:`_Measure`,
+    which says which limit it exceeds, and where.
+
+    One pass over the nodes, without recursion or bookkeeping: the common case, several times cheaper."""
+    stack: list[tuple[Node, int]] = [(root, 1)]
+    size = 0
+    while stack:
+        node, depth = stack.pop()
+        size += 1
+        if depth > MAX_DEPTH or size > MAX_NODES:
+            return False
+        if isinstance(node, MappingNode):
+            for key, value in node.value:
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1))
+        elif isinstance(node, SequenceNode):
+            stack.extend((child, depth + 1) for child in node.value)
+    return True
 
 
 class _Measure:
@@ -110,7 +181,7 @@ class _Measure:
         size, height = self.known.get(id(node)) or self._children(node, depth)
         if depth + height - 1 > MAX_DEPTH:
             raise _Refused(f"nested deeper than {MAX_DEPTH} levels (aliases expanded)", node)
-        if size > MAX_NODES:
+        if depth > MAX_DEPTH or size > MAX_NODES:
             raise _Refused(f"more than {MAX_NODES} values once aliases are expanded", node)
         return size, height
 
@@ -187,21 +258,21 @@ def _construct_timestamp(loader: yaml.SafeLoader, node: Node) -> str:
     return str(loader.construct_scalar(node))  # type: ignore[arg-type]
 
 
-_Loader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-_Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
-_Loader.add_constructor("tag:yaml.org,2002:binary", _refuse_binary)
-_Loader.add_constructor("tag:yaml.org,2002:set", _construct_set)
+_Constructor.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+_Constructor.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_Constructor.add_constructor("tag:yaml.org,2002:float", _construct_float)
+_Constructor.add_constructor("tag:yaml.org,2002:binary", _refuse_binary)
+_Constructor.add_constructor("tag:yaml.org,2002:set", _construct_set)
 # Ordered maps and pairs stay what they are written as: lists of one-key mappings.
-_Loader.add_constructor("tag:yaml.org,2002:omap", _construct_list)
-_Loader.add_constructor("tag:yaml.org,2002:pairs", _construct_list)
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
-_Loader.yaml_implicit_resolvers = {
+_Constructor.add_constructor("tag:yaml.org,2002:omap", _construct_list)
+_Constructor.add_constructor("tag:yaml.org,2002:pairs", _construct_list)
+_Constructor.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
+_Resolver.yaml_implicit_resolvers = {
     first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 # go-yaml v2 also reads y, Y, n and N as booleans.
-_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN"))
+_Resolver.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN"))
 
 
 class _Named(io.StringIO):
@@ -212,11 +283,12 @@ class _Named(io.StringIO):
         self.name = name
 
 
-def parse_yaml(text: str, source: str) -> list[JSON]:
+def parse_yaml(text: str, source: str, loader: type | None = None) -> list[JSON]:
     """Every document of ``text`` as JSON values (empty documents are None); InputError naming
-    ``source``, the line and the column of the first problem."""
+    ``source``, the line and the column of the first problem. ``loader`` (default :data:`LOADER`)
+    is for tests comparing the C and pure-Python loaders."""
     try:
-        return list(yaml.load_all(_Named(text, source), Loader=_Loader))
+        return list(yaml.load_all(_Named(text, source), Loader=loader or LOADER))
     except _Refused as e:
         raise InputError(f"{source}:{e.mark.line + 1}:{e.mark.column + 1}: {e.reason}") from None
     except yaml.YAMLError as e:
@@ -246,6 +318,31 @@ def load_documents(path: str | Path) -> list[Obj]:
             if not isinstance(item, dict):
                 raise InputError(f"{path}: expected a mapping, got {_json_name(item)}")
             out.append(item)
+    return out
+
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+"""The files a directory given to :func:`load_objects` contributes (as ``kubectl apply -f DIR``)."""
+
+
+def load_objects(paths: Sequence[str | Path]) -> list[tuple[str, Obj]]:
+    """Every object of every file, directory (its YAML and JSON files, recursively, in path order) or
+    ``-`` (stdin) in ``paths``, each with where it was read: the file, and its place when the file
+    holds several. InputError when a path holds no file or nothing at all is found."""
+    out: list[tuple[str, Obj]] = []
+    for given in paths:
+        path = Path(given)
+        files: list[str | Path] = [given]
+        if str(given) != "-" and path.is_dir():
+            files = sorted(f for f in path.rglob("*") if f.suffix in MANIFEST_SUFFIXES and f.is_file())
+            if not files:
+                raise InputError(f"{given}: no {', '.join(MANIFEST_SUFFIXES)} file in this directory")
+        for file in files:
+            docs = load_documents(file)
+            out += [(f"{file} (object {i + 1} of {len(docs)})" if len(docs) > 1 else str(file), doc)
+                    for i, doc in enumerate(docs)]
+    if not out:
+        raise InputError(f"no object in {', '.join(map(str, paths))}")
     return out
 
 

@@ -144,9 +144,10 @@ def test_apply_json_prints_exactly_the_result_keys() -> None:
                        "--resource", CASES / "addanno-op" / "pod-annotated.yaml", "-o", "json")
     assert code == 0
     result = json.loads(out)
-    assert list(result) == ["allowed", "message", "warnings", "patch", "object"]
+    # audit findings are always shown (issue 24): the key is there when there are none too
+    assert list(result) == ["allowed", "message", "warnings", "audit", "patch", "object"]
     assert result["patch"] == [{"op": "add", "path": "/metadata/annotations/added-by", "value": "op"}]
-    assert result["message"] == "" and result["warnings"] == []
+    assert result["message"] == "" and result["warnings"] == [] and result["audit"] == []
 
 
 def test_apply_denied_exits_1() -> None:
@@ -208,7 +209,7 @@ def test_apply_yaml_output_by_default() -> None:
     code, out, _ = run("apply", "--policy", EXAMPLES / "addanno-op.yaml",
                        "--resource", CASES / "addanno-op" / "pod-team-a.yaml")
     assert code == 0
-    assert yaml.safe_load(out) == {"allowed": True, "message": "", "warnings": [], "patch": [],
+    assert yaml.safe_load(out) == {"allowed": True, "message": "", "warnings": [], "audit": [], "patch": [],
                                    "object": yaml.safe_load((CASES / "addanno-op" / "pod-team-a.yaml").read_text())}
 
 
@@ -425,7 +426,7 @@ def test_an_internal_error_exits_3_in_one_line_never_1(tmp_path: Path,
     def broken(*_args: object, **_kwargs: object) -> None:
         raise TypeError("Dict key must be str")
 
-    monkeypatch.setattr(apply, "run", broken)
+    monkeypatch.setattr(apply, "run_batch", broken)
     code, out, err = run("apply", "--policy", write(tmp_path / "p.yaml", NAMESPACE_LABEL_POLICY),
                          "--resource", write(tmp_path / "pod.yaml", POD))
     assert (code, out) == (3, "")
