@@ -33,8 +33,8 @@ from typing import Any
 
 import pytest
 
+from kinitiras_py.certs.tls import leaf_fingerprint
 from kinitiras_py.dev import processes
-from kinitiras_py.webhook.tls import leaf_fingerprint
 
 # The helpers (and the ``rig`` fixture) of the single-replica tests: same process, same cleanup.
 from tests.conftest import Cluster

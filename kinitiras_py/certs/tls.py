@@ -1,4 +1,4 @@
-"""The webhook's TLS context, with certificates swapped in while serving.
+"""The serving TLS context (given to the webhook's listener), with certificates swapped in while serving.
 
 Approach (verified, see the reference notes on aiohttp TLS hot reload): the listener gets one
 ``ssl.SSLContext`` for its whole life. Its ``sni_callback`` runs at the start of every handshake
@@ -29,7 +29,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-log = logging.getLogger("kinitiras_py.webhook.tls")
+log = logging.getLogger("kinitiras_py.certs.tls")
 
 __all__ = ["ReloadableTLS", "leaf_fingerprint"]
 
