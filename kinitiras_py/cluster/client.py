@@ -21,6 +21,7 @@ import aiohttp
 import orjson
 import yarl
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster import kubeconfig
 from kinitiras_py.cluster.kubeconfig import Connection
@@ -37,7 +38,7 @@ READ_BUFFER = 2**21
 """Bytes aiohttp reads at a time: watch events of large objects arrive in fewer pieces."""
 
 
-class ApiException(Exception):
+class ApiException(KinitirasError):
     """The API server answered with a non-2xx status (``status`` 0: no answer could be sent)."""
 
     def __init__(self, status: int | None = None, reason: str | None = None, body: str | None = None) -> None:

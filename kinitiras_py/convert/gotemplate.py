@@ -22,6 +22,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.engine.rendering.environment import cel_literal, cel_string
 
 _ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.DOTALL)
@@ -41,7 +42,7 @@ _NOT_RE2 = re.compile(r"\(\?[=!<]|\(\?P=|\\[1-9]|[*+?}][+]")
 FUNCTIONS = ("index", "quote", "default", "regexReplaceAll")
 
 
-class Untranslatable(ValueError):
+class Untranslatable(KinitirasError, ValueError):
     """A template construct without an exact equivalent."""
 
 

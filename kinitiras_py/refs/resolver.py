@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine import boundary, selectors
 from kinitiras_py.refs import placeholders, scoped
@@ -34,7 +35,7 @@ class HttpClient(Protocol):
         ``{"body": <JSON>, "header": {...}}``. Raises LookupError on failure or refusal."""
 
 
-class LookupFailure(Exception):
+class LookupFailure(KinitirasError):
     """A reference could not be resolved; the message says which and why."""
 
 

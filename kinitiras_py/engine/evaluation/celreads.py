@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kinitiras_py.base import identity
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.engine.evaluation.celcheck import fields
 
 Path = tuple[str, ...]
@@ -53,7 +54,7 @@ _PASSING = ("value", "dyn", "optional.of")
 _KIND_OF = ("type", "hasValue")
 
 
-class _Anything(Exception):
+class _Anything(KinitirasError):
     """The program may read any part of any variable."""
 
 
