@@ -1,6 +1,6 @@
 """The informer-backed object store that value references (``k8s``, ``owner``) read.
 
-It implements ``refs.resolver.Store`` structurally (this package does not import ``refs``).
+It implements ``refs.store.Store`` structurally (this package does not import ``refs``).
 The first lookup of a kind starts a cluster-wide informer for it; until that informer has
 synced, lookups of the kind go straight to the API server under a short timeout, so the first
 request is not held up by a full LIST. Later lookups are answered from memory.
