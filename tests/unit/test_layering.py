@@ -75,7 +75,7 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
      "certs and webhook are independent"),
     ("webhook/probe.py", "from kinitiras_py.certs import tls\n", "certs and webhook are independent"),
     ("base/probe.py", "from kinitiras_py.api import models\n", "Layers"),
-    ("refs/probe.py", "from kinitiras_py.cluster import client\n", "Layers"),  # independent siblings
+    ("admission/probe.py", "from kinitiras_py.cluster import client\n", "Layers"),  # independent siblings
     ("surprise/__init__.py", "", "Layers"),  # a new top-level package with no place in the layers
 ])
 def test_a_deliberate_violation_is_caught(copy: Path, tmp_path: Path, module: str, text: str, broken: str) -> None:
