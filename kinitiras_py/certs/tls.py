@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
+
+from kinitiras_py.certs import policy
 
 log = logging.getLogger("kinitiras_py.certs.tls")
 
@@ -36,7 +37,7 @@ __all__ = ["ReloadableTLS", "leaf_fingerprint"]
 
 def leaf_fingerprint(cert_pem: bytes) -> str:
     """SHA-256 (hex) of the DER form of the first certificate in ``cert_pem``; raises ValueError."""
-    return hashlib.sha256(x509.load_pem_x509_certificate(cert_pem).public_bytes(Encoding.DER)).hexdigest()
+    return policy.fingerprint(x509.load_pem_x509_certificate(cert_pem))
 
 
 @contextlib.contextmanager
