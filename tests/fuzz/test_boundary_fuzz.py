@@ -82,7 +82,7 @@ class WatchedHttp:
     def __init__(self) -> None:
         self.secret_namespaces: list[Any] = []
 
-    async def fetch(self, spec: dict[str, Any]) -> dict[str, Any]:
+    async def fetch(self, spec: dict[str, Any], namespaced: bool) -> dict[str, Any]:
         secret = ((spec.get("auth") or {}).get("secretRef")) or None
         if secret is not None:
             self.secret_namespaces.append(secret.get("namespace"))
