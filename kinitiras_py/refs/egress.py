@@ -118,6 +118,8 @@ def target(url: URL | str) -> Target:
     host = parsed.raw_host.lower()
     if host.endswith(".") and ":" not in host:
         host = host[:-1]
+    if not host:  # ``http://./``: only the root's dot
+        raise EgressRefused("it is not an absolute http or https URL")
     ip = literal_address(host)
     if ip is not None:
         host = str(ip)
