@@ -45,6 +45,7 @@ bench: install ## ratio benchmarks: engine, webhook beside the floor, Pod CREATE
 lint: install-python ## ruff and mypy (no Kubernetes build)
 	$(PYTHON) -m ruff check kinitiras_py tests
 	$(PYTHON) -m mypy
+	lint-imports --no-logo
 
 fuzz: install ## run tests/fuzz with the long hypothesis profile for FUZZ_MINUTES (default 30)
 	FUZZ_MINUTES=$(FUZZ_MINUTES) PYTHON=$(PYTHON) bash hack/fuzz.sh

@@ -21,11 +21,11 @@ import yaml
 from aiohttp import web
 
 from kinitiras_py.admission import mutationmemo
+from kinitiras_py.certs.tls import ReloadableTLS
 from kinitiras_py.dev import controlplane
 from kinitiras_py.dev.rest import Rest
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.webhook import answers
-from kinitiras_py.webhook.tls import ReloadableTLS
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

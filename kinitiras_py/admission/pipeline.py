@@ -18,6 +18,7 @@ from kinitiras_py.engine.results import Mutation, RuleCheck, Verdict
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.refs import resolver
 from kinitiras_py.refs.egress import Egress
+from kinitiras_py.refs.store import Store
 
 
 @dataclass
@@ -87,7 +88,7 @@ class Pipeline:
 
     overrides: PolicyIndex
     validations: PolicyIndex
-    store: resolver.Store
+    store: Store
     http: resolver.HttpClient | None = None
     lookup_timeout: float = 2.5
     egress: Egress = field(default_factory=Egress)

@@ -16,7 +16,7 @@ from kinitiras_py.engine import sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.refs import scoped
-from kinitiras_py.refs.resolver import Store
+from kinitiras_py.refs.store import Store
 
 RuleKey = tuple[str, int]
 

@@ -6,7 +6,6 @@
     ├── PolicyError          a policy itself is malformed (field path + reason); refused at admission
     ├── RuleDenied           a rule decided to deny the object (a sidecar check, jsa_mutate's Allowed: false)
     ├── RuleError            a valid rule failed while evaluating one object (policy, rule index)
-    │   └── LookupFailed     a value reference (k8s, owner, http) could not be resolved
     ├── PatchError           an RFC 6902 operation cannot be applied to a document
     ├── QuantityError        a string is not a Kubernetes quantity
     ├── CelError             a CEL program failed
@@ -14,6 +13,11 @@
     │   └── CelEvalError     it evaluated to an error value
     ├── ReviewError          an AdmissionReview request is malformed (the request is bad, not the object)
     └── DevError             the local control plane could not be brought up or down
+
+Each package's own errors live beside the code that raises them, and derive from
+``KinitirasError`` too (keeping a builtin base where callers catch that: ``LookupError`` for
+reads refused, ``ValueError`` for untranslatable input, ``OSError`` for guarded addresses).
+tests/unit/base/test_errors.py walks the package to keep it so.
 
 "The object under review is bad" is a verdict, not an exception: see ``engine.results``.
 """
@@ -69,10 +73,6 @@ class RuleError(KinitirasError):
         self.rule = rule
         self.reason = reason
         super().__init__(f"policy {policy}, rule {rule}: {reason}")
-
-
-class LookupFailed(RuleError):
-    """A value reference could not be resolved (timeout, not found, bad response)."""
 
 
 class PatchError(KinitirasError):

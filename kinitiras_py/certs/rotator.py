@@ -67,7 +67,7 @@ from kinitiras_py.certs import policy as decisions
 from kinitiras_py.certs.authority import KeyPair
 from kinitiras_py.certs.policy import TLS_CERT, TLS_KEY, Action, Policy, Step
 from kinitiras_py.certs.storage import Conflict, Snapshot, Store
-from kinitiras_py.webhook.tls import ReloadableTLS
+from kinitiras_py.certs.tls import ReloadableTLS
 
 log = logging.getLogger(__name__)
 

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.certs.policy import CA_KEY, KEYS, TLS_KEY
 from kinitiras_py.cluster.client import Api, ApiException
@@ -43,7 +44,7 @@ REQUEST_TIMEOUT = 10.0
 _SECRET_KEYS = frozenset({CA_KEY, TLS_KEY})
 
 
-class Conflict(Exception):
+class Conflict(KinitirasError):
     """Someone else wrote first (409, or the object appeared or vanished): read again and re-decide."""
 
 

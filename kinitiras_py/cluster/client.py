@@ -1,4 +1,4 @@
-"""The API connection: JSON over any REST path with aiohttp, and a discovery-based REST mapper.
+"""The API connection: JSON over any REST path with aiohttp (discovery is :mod:`.discovery`).
 
 One code path serves every kind (core ``/api/v1/...`` and groups ``/apis/<g>/<v>/...``); bodies
 stay plain dicts parsed by orjson. Where the server is and how to authenticate comes from
@@ -8,11 +8,9 @@ it loads every generated API and model class.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode
@@ -21,23 +19,23 @@ import aiohttp
 import orjson
 import yarl
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster import kubeconfig
 from kinitiras_py.cluster.kubeconfig import Connection
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Api", "ApiException", "Resource", "RestMapper", "Transport", "api_client", "is_status"]
+__all__ = ["Api", "ApiException", "Resource", "Transport", "api_client", "is_status"]
 
 Query = Sequence[tuple[str, str]]
-DISCOVERY_TIMEOUT = 5.0
 CONNECTIONS = 100
 """Most connections open to the API server at once (each watch holds one)."""
 READ_BUFFER = 2**21
 """Bytes aiohttp reads at a time: watch events of large objects arrive in fewer pieces."""
 
 
-class ApiException(Exception):
+class ApiException(KinitirasError):
     """The API server answered with a non-2xx status (``status`` 0: no answer could be sent)."""
 
     def __init__(self, status: int | None = None, reason: str | None = None, body: str | None = None) -> None:
@@ -198,65 +196,3 @@ def _api_error(status: int, reason: str | None, raw: bytes) -> ApiException:
             error.reason = f"{reason}: {message}"
     return error
 
-
-class RestMapper:
-    """Maps (apiVersion, kind) to a :class:`Resource` through discovery, one group version at a time.
-
-    Results are cached. An unknown kind triggers a new discovery of its group version, at most
-    once per ``refresh_interval`` seconds, so CustomResourceDefinitions created after start are
-    found; if the kind is still unknown, ``resolve`` raises LookupError.
-    """
-
-    def __init__(self, client: Any, refresh_interval: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._api = Api.of(client)
-        self.refresh_interval = refresh_interval
-        self._clock = clock
-        self._kinds: dict[str, dict[str, Resource]] = {}
-        self._fetched: dict[str, float] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-        self.discoveries = 0
-        """How many discovery requests were sent (for tests and metrics)."""
-
-    async def resolve(self, api_version: str, kind: str) -> Resource:
-        """The resource serving ``kind`` in ``api_version``; raise LookupError when there is none."""
-        gv = api_version.strip().strip("/")
-        if not gv or not kind or gv.count("/") > 1:
-            raise LookupError(f"unknown kind {kind!r} in {api_version!r}: apiVersion and kind are required")
-        found = self._kinds.get(gv, {}).get(kind)
-        if found is not None:
-            return found
-        lock = self._locks.setdefault(gv, asyncio.Lock())
-        async with lock:
-            found = self._kinds.get(gv, {}).get(kind)
-            last = self._fetched.get(gv)
-            if found is None and (last is None or self._clock() - last >= self.refresh_interval):
-                await self._discover(gv)
-                found = self._kinds.get(gv, {}).get(kind)
-        if found is None:
-            raise LookupError(f"unknown kind {kind} in {gv}")
-        return found
-
-    async def _discover(self, gv: str) -> None:
-        self._fetched[gv] = self._clock()
-        self.discoveries += 1
-        group, _, version = gv.rpartition("/")
-        path = f"/apis/{gv}" if group else f"/api/{gv}"
-        try:
-            doc = await self._api.request("GET", path, timeout=DISCOVERY_TIMEOUT)
-        except ApiException as e:
-            if e.status == 404:
-                self._kinds[gv] = {}
-                return
-            raise LookupError(f"discovery of {gv} failed: {e.status} {e.reason}") from None
-        except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            raise LookupError(f"discovery of {gv} failed: {e!r}") from None
-        kinds: dict[str, Resource] = {}
-        for res in doc.get("resources") or []:
-            name = str(res.get("name") or "")
-            if not name or "/" in name or not res.get("kind"):
-                continue  # subresources such as pods/status
-            kinds.setdefault(str(res["kind"]), Resource(group, version, name, bool(res.get("namespaced")),
-                                                        str(res["kind"])))
-        self._kinds[gv] = kinds
-        log.debug("discovered %s: %d kinds", gv, len(kinds))

@@ -21,6 +21,7 @@ import aiohttp
 import orjson
 
 from kinitiras_py.base import aiotasks
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Api, ApiException, Resource
 
@@ -39,7 +40,7 @@ RETRYABLE = (ApiException, aiohttp.ClientError, TimeoutError, OSError, ValueErro
 """Errors the loop survives by backing off (ValueError covers a malformed JSON line)."""
 
 
-class Gone(Exception):
+class Gone(KinitirasError):
     """The watch's resourceVersion is too old (HTTP 410 or an ERROR event with code 410): list again."""
 
 

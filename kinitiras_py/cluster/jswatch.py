@@ -22,7 +22,8 @@ from typing import Any
 
 from kinitiras_py.base import aiotasks
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.cluster.client import Resource, RestMapper
+from kinitiras_py.cluster.client import Resource
+from kinitiras_py.cluster.discovery import Discovery
 from kinitiras_py.cluster.informers import Informer
 from kinitiras_py.engine import jshooks
 from kinitiras_py.engine.compiled import CompiledPolicy
@@ -62,9 +63,9 @@ def _newer(obj: Obj, since: int | None) -> bool:
 class HookFeed:
     """Starts and feeds the watch hooks of the policies in force (:meth:`update` on every change)."""
 
-    def __init__(self, client: Any, mapper: RestMapper, *, watch_timeout: int = 300) -> None:
+    def __init__(self, client: Any, discovery: Discovery, *, watch_timeout: int = 300) -> None:
         self._client = client
-        self.mapper = mapper
+        self.discovery = discovery
         self.watch_timeout = watch_timeout
         self._informers: dict[Resource, Informer] = {}
         self._targets: dict[Resource, list[_Target]] = {}
@@ -116,7 +117,8 @@ class HookFeed:
 
     async def _started(self, key: PolicyKey, compiled: CompiledPolicy) -> None:
         try:
-            resources = [await self.mapper.resolve(api_version, kind) for api_version, kind in jshooks.kinds(compiled)]
+            resources = [await self.discovery.resolve(api_version, kind)
+                         for api_version, kind in jshooks.kinds(compiled)]
         except LookupError as e:
             for hooks in jshooks.watching(compiled):
                 hooks.state.problem = f"its watch hooks cannot follow the objects it selects: {e}"

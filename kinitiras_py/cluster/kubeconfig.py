@@ -28,6 +28,8 @@ from typing import Any, Protocol
 import orjson
 import yaml
 
+from kinitiras_py.base.errors import KinitirasError
+
 __all__ = ["ConfigError", "Connection", "Credentials", "ExecPlugin", "StaticCredentials", "TokenFile",
            "from_kubeconfig", "in_cluster", "load"]
 
@@ -39,7 +41,7 @@ EXEC_MARGIN = 10.0
 """Seconds before its expiry an exec plugin's token is replaced."""
 
 
-class ConfigError(Exception):
+class ConfigError(KinitirasError):
     """The kubeconfig or the in-cluster environment does not say how to reach the API server."""
 
 

@@ -1,6 +1,6 @@
 """The informer-backed object store that value references (``k8s``, ``owner``) read.
 
-It implements ``refs.resolver.Store`` structurally (this package does not import ``refs``).
+It implements ``refs.store.Store`` structurally (this package does not import ``refs``).
 The first lookup of a kind starts a cluster-wide informer for it; until that informer has
 synced, lookups of the kind go straight to the API server under a short timeout, so the first
 request is not held up by a full LIST. Later lookups are answered from memory.
@@ -16,7 +16,8 @@ from typing import Any
 import aiohttp
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.cluster.client import Api, ApiException, Resource, RestMapper
+from kinitiras_py.cluster.client import Api, ApiException, Resource
+from kinitiras_py.cluster.discovery import Discovery
 from kinitiras_py.cluster.informers import Informer, slim
 
 log = logging.getLogger(__name__)
@@ -32,11 +33,11 @@ class InformerStore:
     Objects returned are the informer's own dicts: callers must not change them.
     """
 
-    def __init__(self, client: Any, mapper: RestMapper | None = None, *, direct_timeout: float = 1.0,
+    def __init__(self, client: Any, discovery: Discovery | None = None, *, direct_timeout: float = 1.0,
                  watch_timeout: int = 300) -> None:
         self._client = client
         self._api = Api.of(client)
-        self.mapper = mapper or RestMapper(client)
+        self.discovery = discovery or Discovery(client)
         self.direct_timeout = direct_timeout
         self.watch_timeout = watch_timeout
         self._informers: dict[Resource, Informer] = {}
@@ -59,7 +60,7 @@ class InformerStore:
 
     async def resource(self, api_version: str, kind: str) -> Resource:
         """The REST resource of a kind; raise LookupError for an unknown kind."""
-        return await self.mapper.resolve(api_version, kind)
+        return await self.discovery.resolve(api_version, kind)
 
     async def namespaced(self, api_version: str, kind: str) -> bool:
         """Whether the kind is namespaced, from discovery; LookupError for an unknown kind. (A

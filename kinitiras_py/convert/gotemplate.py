@@ -24,6 +24,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.engine.rendering.environment import cel_literal, cel_string
 
 _ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.DOTALL)
@@ -54,7 +55,7 @@ def expand_key_parts(text: str) -> str:
     return _KEY_PART.sub(r"(index .SelectKeyParts \1)", text)
 
 
-class Untranslatable(ValueError):
+class Untranslatable(KinitirasError, ValueError):
     """A template construct without an exact equivalent."""
 
 

@@ -12,7 +12,7 @@ to the namespace and name its placeholders produced (:func:`bound`, by ``refs.sc
 
 from __future__ import annotations
 
-from kinitiras_py.base.errors import PolicyError
+from kinitiras_py.base.errors import KinitirasError, PolicyError
 
 ALLOWED_CLUSTER = frozenset({("", "Namespace")})
 """Cluster-scoped (group, kind)s a namespaced policy may read: the object named after its namespace."""
@@ -34,7 +34,7 @@ server. At run time the store's discovery decides, so a cluster-scoped CRD is ca
 RULE = "a namespaced policy reads only objects in its own namespace, and its own Namespace"
 
 
-class Crossing(LookupError):
+class Crossing(KinitirasError, LookupError):
     """A namespaced policy tried to read outside its namespace; the message names the boundary."""
 
 

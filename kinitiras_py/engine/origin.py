@@ -24,7 +24,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from kinitiras_py.base.errors import PatchError, PolicyError, QuantityError, RuleError
+from kinitiras_py.base.errors import KinitirasError, PatchError, PolicyError, QuantityError, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import origin_values as values
 from kinitiras_py.engine import patching, workloads
@@ -35,7 +35,7 @@ _CPU_STEP = Decimal("0.001")
 _UNIT_STEP = Decimal(1)
 
 
-class _Failure(Exception):
+class _Failure(KinitirasError):
     """A valid entry cannot be applied to this object; ``apply_origin`` makes it a RuleError."""
 
 

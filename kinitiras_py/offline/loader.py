@@ -48,7 +48,7 @@ class InputError(KinitirasError):
     """A file cannot be read or holds no usable document."""
 
 
-class _Refused(yaml.YAMLError):
+class _Refused(KinitirasError, yaml.YAMLError):
     """A node that has no JSON equivalent; ``mark`` says where it is."""
 
     def __init__(self, reason: str, node: Node) -> None:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 from yarl import URL
 
+from kinitiras_py.base.errors import KinitirasError
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 ALLOW_FLAG = "--http-allow"
@@ -47,7 +49,7 @@ GUARDED: tuple[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network], ...] =
 _NUMERIC_HOST = re.compile(r"(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}\.?", re.IGNORECASE)
 
 
-class EgressRefused(LookupError):
+class EgressRefused(KinitirasError, LookupError):
     """A request the operator's setting forbids; the message names the URL (when known), says why
     (``reason``) and what would allow it."""
 

@@ -40,7 +40,7 @@ from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.refs import outbound
 from kinitiras_py.refs.durations import parse_duration
 from kinitiras_py.refs.egress import Egress
-from kinitiras_py.refs.resolver import Store
+from kinitiras_py.refs.store import Store
 from kinitiras_py.refs.tokens import Credentials, TokenCache, stored_token
 
 log = logging.getLogger(__name__)

@@ -23,6 +23,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.refs.egress import Egress, IPAddress
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ MAX_REDIRECTS = 3
 _REDIRECTS = (301, 302, 303, 307, 308)
 
 
-class GuardedAddress(OSError):
+class GuardedAddress(KinitirasError, OSError):
     """Every address a host name resolved to is one the webhook never connects to."""
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine import fieldpath
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
 
-class Missing(LookupError):
+class Missing(KinitirasError, LookupError):
     """A placeholder names a field the object does not have."""
 
 

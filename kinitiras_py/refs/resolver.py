@@ -7,22 +7,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Protocol
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine import boundary, selectors
 from kinitiras_py.refs import placeholders, scoped
-
-
-class Store(Protocol):
-    """Read access to cluster objects (an informer cache, or files offline)."""
-
-    async def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
-        """The object, or None when it does not exist. Raises LookupError for an unknown kind."""
-
-    async def list(self, api_version: str, kind: str, namespace: str | None) -> Sequence[Obj]:
-        """Every object of that kind (in ``namespace`` when given)."""
+from kinitiras_py.refs.store import Store
 
 
 class HttpClient(Protocol):
@@ -34,7 +26,7 @@ class HttpClient(Protocol):
         ``{"body": <JSON>, "header": {...}}``. Raises LookupError on failure or refusal."""
 
 
-class LookupFailure(Exception):
+class LookupFailure(KinitirasError):
     """A reference could not be resolved; the message says which and why."""
 
 

@@ -10,13 +10,11 @@ LookupError: the rule fails with a message naming the boundary, under its failur
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine import boundary
-
-if TYPE_CHECKING:
-    from kinitiras_py.refs.resolver import Store
+from kinitiras_py.refs.store import Store
 
 
 @runtime_checkable

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import urlsplit
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ REFRESH_MARGIN = 30.0
 """A cached token is replaced this many seconds before it expires (less for short-lived tokens)."""
 
 
-class TokenError(LookupError):
+class TokenError(KinitirasError, LookupError):
     """No usable token: the endpoint failed, answered garbage, or the token has expired.
 
     Messages never contain a token or a password.

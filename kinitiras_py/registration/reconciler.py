@@ -32,17 +32,17 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.cluster.client import Api, ApiException, RestMapper
+from kinitiras_py.cluster.client import Api, ApiException
+from kinitiras_py.cluster.discovery import Discovery
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.registration import applying, builder, rules
 from kinitiras_py.registration.builder import Registration
 from kinitiras_py.registration.coverage import CoverageGate, covers
-from kinitiras_py.registration.discovery import DiscoveryCatalog
 
 log = logging.getLogger("kinitiras_py.registration")
 
-__all__ = ["BundleSource", "DiscoveryCatalog", "Reconciler", "side_effects"]
+__all__ = ["BundleSource", "Reconciler", "side_effects"]
 
 BundleSource = bytes | Callable[[], bytes | None] | Callable[[], Awaitable[bytes | None]] | None
 """The current CA bundle (PEM bytes), or something that returns it."""
@@ -77,14 +77,17 @@ class Reconciler:
     ``inject()`` pushes a CA bundle now. ``ready`` is set after the first pass that wrote or
     verified both configurations.
 
+    ``discovery`` answers the rules' kinds and group listings; the server passes its store's
+    :class:`~kinitiras_py.cluster.discovery.Discovery`, so one cache serves both (None: a new one).
+
     With several replicas, pass ``is_leader``: only the leader writes (replicas whose caches or
     CA bundle lag would otherwise undo its writes); a follower's passes write nothing and it is
     ready at once. A replica that becomes leader checks at once. ``inject()`` always writes: the
     rotator calls it on the leader only.
     """
 
-    def __init__(self, client: Any, reg: Registration, watch: PolicySource, mapper: RestMapper | None,
-                 bundle_source: BundleSource, *, catalog: rules.Catalog | None = None, debounce: float = 1.0,
+    def __init__(self, client: Any, reg: Registration, watch: PolicySource,
+                 discovery: rules.Catalog | None, bundle_source: BundleSource, *, debounce: float = 1.0,
                  max_delay: float = 10.0, poll_interval: float = 0.25, resync_interval: float = 60.0,
                  retry_interval: float = 5.0, max_backoff: float = 60.0, label_namespaces: bool = False,
                  is_leader: Callable[[], bool] = lambda: True, gate: CoverageGate | None = None) -> None:
@@ -93,7 +96,7 @@ class Reconciler:
         """When set, every pass that confirms the configurations puts the policies it covered in force."""
         self.reg = reg
         self._watch = watch
-        self.catalog = catalog or DiscoveryCatalog(client, mapper or RestMapper(client))
+        self.catalog = discovery or Discovery(client)
         self._source = bundle_source
         self.debounce, self.max_delay, self.poll_interval = debounce, max_delay, poll_interval
         self.resync_interval, self.retry_interval, self.max_backoff = resync_interval, retry_interval, max_backoff

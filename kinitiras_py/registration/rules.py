@@ -61,12 +61,12 @@ check, never stored), which the expansion leaves out."""
 
 
 class Catalog(Protocol):
-    """What rule computation needs from discovery (``reconciler.DiscoveryCatalog`` is the real one).
+    """What rule computation needs from discovery (:class:`~kinitiras_py.cluster.discovery.Discovery`
+    is the real one, and caches; a rule computation asks it again rather than keep its own copy).
 
     ``resolve`` raises LookupError for an unknown kind; the other two raise LookupError when
     discovery cannot be read. A message starting with ``discovery of`` marks a failure to talk
-    to the API server (as :class:`~kinitiras_py.cluster.client.RestMapper` words it), not an
-    unknown kind.
+    to the API server, not an unknown kind.
     """
 
     async def resolve(self, api_version: str, kind: str) -> Resource:
@@ -133,8 +133,6 @@ class _Builder:
         self.catalog = catalog
         self.wanted: dict[tuple[str, str], set[str]] = {}
         self.result = RuleSet()
-        self._group_cache: dict[str, list[Resource]] = {}
-        self._groups: list[str] | None = None
 
     def add(self, group: str, version: str, plural: str) -> None:
         self.wanted.setdefault((group, version), set()).add(plural)
@@ -145,22 +143,18 @@ class _Builder:
         self.result.incomplete |= transient
 
     async def groups(self) -> list[str] | None:
-        if self._groups is None:
-            try:
-                self._groups = await self.catalog.groups()
-            except LookupError as e:
-                self.skip(f"cannot list API groups: {e}", transient=True)
-                return None
-        return self._groups
+        try:
+            return await self.catalog.groups()
+        except LookupError as e:
+            self.skip(f"cannot list API groups: {e}", transient=True)
+            return None
 
     async def resources(self, group: str) -> list[Resource] | None:
-        if group not in self._group_cache:
-            try:
-                self._group_cache[group] = await self.catalog.group_resources(group)
-            except LookupError as e:
-                self.skip(f"cannot list the resources of group {group or 'core'!r}: {e}", transient=True)
-                return None
-        return self._group_cache[group]
+        try:
+            return await self.catalog.group_resources(group)
+        except LookupError as e:
+            self.skip(f"cannot list the resources of group {group or 'core'!r}: {e}", transient=True)
+            return None
 
     def keep(self, group: str, plural: str, what: str) -> bool:
         if (group, plural) in EXCLUDED:

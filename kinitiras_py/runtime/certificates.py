@@ -11,8 +11,8 @@ from typing import Any
 from kinitiras_py.certs.policy import Policy
 from kinitiras_py.certs.rotator import Rotator
 from kinitiras_py.certs.storage import SecretStore
+from kinitiras_py.certs.tls import ReloadableTLS
 from kinitiras_py.cluster.leader import LeaderElector, default_identity
-from kinitiras_py.webhook.tls import ReloadableTLS
 
 log = logging.getLogger("kinitiras_py.runtime")
 

@@ -12,7 +12,6 @@ from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base import aiotasks
 from kinitiras_py.cluster import client as cluster_client
-from kinitiras_py.cluster.client import RestMapper
 from kinitiras_py.cluster.jswatch import HookFeed
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.status import StatusWriter
@@ -64,7 +63,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     store = InformerStore(api)
     egress = settings.egress.with_api_server(await outbound.addresses(api.connection.server))
     http = AiohttpClient(egress, store=store)
-    feed = HookFeed(api, store.mapper)
+    feed = HookFeed(api, store.discovery)
     hooks_built = asyncio.Event()
     # With registration, requests see a policy only once the webhook rules cover it (CoverageGate).
     gate = CoverageGate(watch, on_in_force=lambda p: status.on_change(p.kind, p.namespace or None, p.name, p, None))
@@ -89,7 +88,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         asyncio.get_running_loop().create_task(
             status.emit_rule_error(policy.kind, policy.namespace, policy.name, str(failure)))
 
-    reconciler = Reconciler(api, settings.registration, watch, RestMapper(api),
+    reconciler = Reconciler(api, settings.registration, watch, store.discovery,
                             bundle_source=certs.bundle, is_leader=certs.is_leader,
                             label_namespaces=settings.label_namespaces, debounce=0.1,
                             gate=gate if settings.register else None)

@@ -22,6 +22,7 @@ import yaml
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cli import serve
 from kinitiras_py.cluster import client
+from kinitiras_py.cluster.discovery import Discovery
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.registration import applying
 from kinitiras_py.registration.builder import Registration
@@ -318,7 +319,7 @@ async def test_the_reconciler_runs_as_the_service_account(cluster: Cluster, serv
     watch.start()
     try:
         await asyncio.wait_for(watch.synced.wait(), 20)  # list and watch of the four kinds
-        rec = Reconciler(api, reg, watch, client.RestMapper(api), webhook.ca)
+        rec = Reconciler(api, reg, watch, Discovery(api), webhook.ca)
         assert await rec.reconcile() is True  # created through server-side apply
         assert rec.writes == 2
         assert await rec.reconcile() is True and rec.writes == 2

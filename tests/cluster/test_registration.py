@@ -26,6 +26,7 @@ import pytest
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.certs import authority
 from kinitiras_py.cluster import client
+from kinitiras_py.cluster.discovery import Discovery
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.registration import applying
 from kinitiras_py.registration.builder import Registration
@@ -125,7 +126,7 @@ async def setup(cluster: Cluster, webhook: Webhook) -> AsyncIterator[Setup]:
     reg = Registration(mutating_name=f"reg-test-{tag}", validating_name=f"reg-test-{tag}", url=webhook.url,
                        failure_policy="Ignore", object_selector={"matchLabels": {"reg-test": tag}})
     watch = PolicyWatch(api)
-    rec = Reconciler(api, reg, watch, client.RestMapper(api, refresh_interval=0.5), webhook.ca,
+    rec = Reconciler(api, reg, watch, Discovery(api, max_age=0.5), webhook.ca,
                      debounce=0.3, poll_interval=0.05, retry_interval=1.0)
     watch.start()
     rec.start()

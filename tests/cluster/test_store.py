@@ -10,6 +10,7 @@ from typing import TypeVar
 import pytest
 
 from kinitiras_py.cluster import client
+from kinitiras_py.cluster.discovery import Discovery
 from kinitiras_py.cluster.store import InformerStore
 from tests.conftest import Cluster
 
@@ -100,7 +101,7 @@ spec:
 async def test_a_crd_created_after_start_is_found_by_the_mapper_refresh(cluster: Cluster, api: object,
                                                                         namespace: str) -> None:
     group = f"w{uuid.uuid4().hex[:8]}.kinitiras.test"
-    mapper = client.RestMapper(api, refresh_interval=0.5)
+    mapper = Discovery(api, max_age=0.5)
     store = InformerStore(api, mapper)
     try:
         with pytest.raises(LookupError, match="unknown kind Widget"):
@@ -123,7 +124,7 @@ async def test_a_crd_created_after_start_is_found_by_the_mapper_refresh(cluster:
 
 
 async def test_mapper_resolves_core_and_group_kinds(api: object) -> None:
-    mapper = client.RestMapper(api)
+    mapper = Discovery(api)
     pod = await mapper.resolve("v1", "Pod")
     assert pod == client.Resource("", "v1", "pods", True, "Pod")
     deploy = await mapper.resolve("apps/v1", "Deployment")

@@ -41,9 +41,9 @@ import pytest
 
 from kinitiras_py.certs import authority
 from kinitiras_py.certs import policy as certpolicy
+from kinitiras_py.certs.tls import leaf_fingerprint
 from kinitiras_py.dev import processes
 from kinitiras_py.dev.rest import Rest
-from kinitiras_py.webhook.tls import leaf_fingerprint
 from tests.conftest import Cluster
 from tests.e2e.stream import Stream
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from kinitiras_py.certs.tls import leaf_fingerprint
 from kinitiras_py.dev import processes
-from kinitiras_py.webhook.tls import leaf_fingerprint
 
 # The helpers of the single-replica tests: same process, same cleanup.
 from tests.conftest import Cluster

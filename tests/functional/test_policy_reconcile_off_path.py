@@ -66,7 +66,7 @@ async def test_policy_admission_does_not_wait_for_slow_discovery_and_rules_widen
         seen_covered.append(sends_configmaps(api))
 
     gate = CoverageGate(watch, on_in_force)
-    rec = Reconciler(api, Registration(), watch, None, CA1, catalog=SlowCatalog(), gate=gate, debounce=0.3,
+    rec = Reconciler(api, Registration(), watch, SlowCatalog(), CA1, gate=gate, debounce=0.3,
                      poll_interval=0.01, retry_interval=0.1)
     pipeline = Pipeline(gate.overrides, gate.validations, StaticStore())
     handlers = Handlers(pipeline, Metrics(), deadline=2.5, on_policy_admitted=rec.include)

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from kinitiras_py.certs import authority
+from kinitiras_py.certs.tls import ReloadableTLS
 from kinitiras_py.webhook.app import make_app
 from kinitiras_py.webhook.server import Server
-from kinitiras_py.webhook.tls import ReloadableTLS
 from tests.functional.test_webhook import SlowStore, make_handlers, owner_policy, review
 
 JSON = {"Content-Type": "application/json"}

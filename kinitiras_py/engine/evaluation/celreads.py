@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kinitiras_py.base import identity
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.engine.evaluation.celcheck import fields
 
 Path = tuple[str, ...]
@@ -61,7 +62,7 @@ _TYPE_NAMES = frozenset(("bool", "bytes", "double", "dyn", "int", "list", "map",
 program binds that read nothing."""
 
 
-class _Anything(Exception):
+class _Anything(KinitirasError):
     """The program may read any part of any variable."""
 
 

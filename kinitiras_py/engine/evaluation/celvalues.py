@@ -15,13 +15,13 @@ from typing import Any
 import orjson
 from cel_expr_python import cel
 
-from kinitiras_py.base.errors import CelEvalError
+from kinitiras_py.base.errors import CelEvalError, KinitirasError
 from kinitiras_py.base.typedefs import JSON
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-class NotJSON(Exception):
+class NotJSON(KinitirasError):
     """A value that cannot cross the boundary; ``where`` is filled in while unwinding."""
 
     def __init__(self, reason: str) -> None:

@@ -50,6 +50,7 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.engine.evaluation.celcheck import fields
 from kinitiras_py.engine.evaluation.costmodel import (
     ANY,
@@ -107,7 +108,7 @@ class Estimate:
     variables: tuple[str, ...] | None = None
 
 
-class _Over(Exception):
+class _Over(KinitirasError):
     """A walk passed its limit: the rest of the program can only add to the cost."""
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kinitiras_py.base.errors import KinitirasError
+
 MAX_LENGTH = 4096
 """Longest select accepted: a select is a short expression, and the CEL it becomes grows with it."""
 MAX_DEPTH = 32
@@ -27,7 +29,7 @@ FUNCTIONS = ("length", "isDefined", "isUndefined", "isEmpty", "isNotEmpty")
 COMPARISONS = ("==", "!=", "<=", ">=", "<", ">", "=~", "!~")
 
 
-class SelectError(ValueError):
+class SelectError(KinitirasError, ValueError):
     """A select that is not in the dialect; the message says where and why."""
 
 

@@ -20,6 +20,7 @@ from typing import Any, cast
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
 
+from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.engine.rendering.environment import cel_string
 
 MARKER_PREFIX = "kinitirasPodValue"
@@ -30,7 +31,7 @@ MAX_OUTPUT = 1 << 20
 _PASS_THROUGH = ("string",)
 
 
-class PerPodUse(Exception):
+class PerPodUse(KinitirasError):
     """The template makes its output depend on a per-pod value in a way CEL text cannot follow."""
 
 

@@ -1,4 +1,4 @@
-"""Resource paths, the REST mapper's cache and refresh, and Api over a real HTTP server."""
+"""Resource paths and Api over a real HTTP server."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import orjson
 import pytest
 from aiohttp import web
 
-from kinitiras_py.cluster.client import Api, ApiException, Resource, RestMapper, is_status
+from kinitiras_py.cluster.client import Api, ApiException, Resource, is_status
 from kinitiras_py.cluster.kubeconfig import Connection, StaticCredentials, TokenFile
-from tests.unit.cluster.conftest import FakeApi, api_error
+from tests.unit.cluster.conftest import api_error
 
 
 def test_resource_paths() -> None:
@@ -26,59 +26,6 @@ def test_resource_paths() -> None:
     assert group.path("ignored", "p", "status") == (
         "/apis/policy.kcloudlabs.io/v1alpha1/clustervalidatepolicies/p/status")
     assert core.path("n s", "a/b") == "/api/v1/namespaces/n%20s/configmaps/a%2Fb"
-
-
-def _discovery(*resources: tuple[str, str, bool]) -> dict[str, Any]:
-    return {"kind": "APIResourceList", "resources": [
-        {"name": name, "kind": kind, "namespaced": namespaced, "verbs": ["get"]}
-        for name, kind, namespaced in resources]}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-async def test_mapper_caches_and_refreshes_unknown_kinds_at_most_once_per_interval(fake: FakeApi) -> None:
-    fake.route("GET", "/apis/example.com/v1", [_discovery(("gadgets", "Gadget", True)),
-                                               _discovery(("gadgets", "Gadget", True), ("widgets", "Widget", False),
-                                                          ("widgets/status", "Widget", False))])
-    clock = Clock()
-    mapper = RestMapper(fake, refresh_interval=5, clock=clock)
-    assert await mapper.resolve("example.com/v1", "Gadget") == Resource("example.com", "v1", "gadgets", True, "Gadget")
-    assert await mapper.resolve("example.com/v1", "Gadget") is not None
-    assert mapper.discoveries == 1
-    with pytest.raises(LookupError, match=r"unknown kind Widget in example\.com/v1"):
-        await mapper.resolve("example.com/v1", "Widget")  # within the interval: no new discovery
-    assert mapper.discoveries == 1
-    clock.now += 5
-    widget = await mapper.resolve("example.com/v1", "Widget")
-    assert widget == Resource("example.com", "v1", "widgets", False, "Widget")  # not the status subresource
-    assert mapper.discoveries == 2
-
-
-async def test_mapper_core_group_unknown_groups_and_failures(fake: FakeApi) -> None:
-    fake.route("GET", "/api/v1", _discovery(("pods", "Pod", True), ("pods/log", "Pod", True)))
-    fake.route("GET", "/apis/broken.io/v1", api_error(503))
-    mapper = RestMapper(fake)
-    assert (await mapper.resolve("v1", "Pod")).path("ns", "p") == "/api/v1/namespaces/ns/pods/p"
-    with pytest.raises(LookupError, match="unknown kind Thing"):
-        await mapper.resolve("nosuch.io/v1", "Thing")  # 404: the group version does not exist
-    with pytest.raises(LookupError, match=r"discovery of broken\.io/v1 failed: 503"):
-        await mapper.resolve("broken.io/v1", "Thing")
-    for api_version, kind in (("", "Pod"), ("v1", ""), ("a/b/c", "Pod")):
-        with pytest.raises(LookupError):
-            await mapper.resolve(api_version, kind)
-
-
-async def test_concurrent_lookups_share_one_discovery(fake: FakeApi) -> None:
-    fake.route("GET", "/apis/apps/v1", _discovery(("deployments", "Deployment", True)))
-    mapper = RestMapper(fake)
-    found = await asyncio.gather(*(mapper.resolve("apps/v1", "Deployment") for _ in range(5)))
-    assert len(set(found)) == 1 and mapper.discoveries == 1
 
 
 def test_is_status() -> None:

@@ -21,6 +21,7 @@ from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.refs import resolver, scoped
+from kinitiras_py.refs.store import Store
 from tests.cli import run
 
 Obj = dict[str, Any]
@@ -65,7 +66,7 @@ class RecordingStore:
         return await self.inner.list(api_version, kind, namespace)
 
 
-def mutator(*policies: Obj, store: resolver.Store) -> Pipeline:
+def mutator(*policies: Obj, store: Store) -> Pipeline:
     return Pipeline(PolicyIndex([compile_policy(p) for p in policies]), PolicyIndex(), store)
 
 

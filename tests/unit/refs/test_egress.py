@@ -73,6 +73,7 @@ def test_near_misses_are_refused(url: str) -> None:
     ("http://127.000.000.001/", "legacy notation"),
     ("ftp://allowed.example.com/", "not an absolute http or https URL"),
     ("/relative/path", "not an absolute http or https URL"),
+    ("http://./x", "not an absolute http or https URL"),
     ("http://[::1/", "not a valid URL"),
     ("http://./", "not an absolute http or https URL"),
 ])

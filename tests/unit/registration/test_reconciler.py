@@ -85,8 +85,7 @@ CONFIGMAPS = {"apiVersion": "v1", "kind": "ConfigMap"}
 
 
 def make(api: FakeApi | None = None, watch: FakeWatch | None = None, source: Any = CA1, **kw: Any) -> Reconciler:
-    return Reconciler(api or FakeApi(), Registration(), watch or FakeWatch(), None, source,
-                      catalog=FakeCatalog(), **kw)
+    return Reconciler(api or FakeApi(), Registration(), watch or FakeWatch(), FakeCatalog(), source, **kw)
 
 
 def object_rules(config: Obj) -> list[Obj]:
@@ -314,69 +313,14 @@ async def test_excluded_namespaces_without_the_name_label_are_reported_or_labell
     api.objects["/api/v1/namespaces/ours"] = {
         "metadata": {"name": "ours", "labels": {builder.NAME_LABEL: "ours"}}}
     reg = Registration(excluded_namespaces=("kube-system", "ours", "absent"))
-    rec = Reconciler(api, reg, FakeWatch(), None, CA1, catalog=FakeCatalog())
+    rec = Reconciler(api, reg, FakeWatch(), FakeCatalog(), CA1)
     caplog.set_level(logging.WARNING, "kinitiras_py.registration")
     assert await rec.check_namespaces() == ["kube-system"]
     assert any("kubectl label namespace kube-system" in r.message for r in caplog.records)
     assert not any(m == "PATCH" and "namespaces" in p for m, p, _ in api.log)
-    labelling = Reconciler(api, reg, FakeWatch(), None, CA1, catalog=FakeCatalog(), label_namespaces=True)
+    labelling = Reconciler(api, reg, FakeWatch(), FakeCatalog(), CA1, label_namespaces=True)
     assert await labelling.check_namespaces() == ["kube-system"]
     assert api.objects["/api/v1/namespaces/kube-system"]["metadata"]["labels"] == {builder.IGNORE_LABEL: "true"}
-
-
-class DiscoveryApi:
-    """Discovery documents of a tiny API server, counting requests."""
-
-    DOCS: dict[str, Obj] = {
-        "/api": {"versions": ["v1"]},
-        "/apis": {"groups": [{"name": "apps", "versions": [{"version": "v1"}]},
-                             {"name": "authentication.k8s.io", "versions": [{"version": "v1"}]}]},
-        "/api/v1": {"resources": [
-            {"name": "pods", "kind": "Pod", "namespaced": True, "verbs": ["create", "get", "list", "delete"]},
-            {"name": "pods/status", "kind": "Pod", "namespaced": True, "verbs": ["get", "patch"]},
-            {"name": "bindings", "kind": "Binding", "namespaced": True, "verbs": ["create"]},
-            {"name": "componentstatuses", "kind": "ComponentStatus", "verbs": ["get", "list"]}]},
-        "/apis/apps/v1": {"resources": [
-            {"name": "deployments", "kind": "Deployment", "namespaced": True, "verbs": ["get", "update"]}]},
-        "/apis/authentication.k8s.io/v1": {"resources": [
-            {"name": "tokenreviews", "kind": "TokenReview", "verbs": ["create"]}]},
-    }
-
-    def __init__(self) -> None:
-        self.gets: list[str] = []
-        self.down = False
-
-    async def request(self, method: str, path: str, **_kw: Any) -> Obj:
-        self.gets.append(path)
-        if self.down:
-            raise ApiException(status=503, reason="Service Unavailable")
-        return copy.deepcopy(self.DOCS[path])
-
-
-async def test_discovery_catalog_lists_stored_resources_and_caches() -> None:
-    from kinitiras_py.registration.reconciler import DiscoveryCatalog
-
-    now = [0.0]
-    api = DiscoveryApi()
-    catalog = DiscoveryCatalog(api, None, max_age=30, clock=lambda: now[0])  # type: ignore[arg-type]
-    assert await catalog.groups() == ["", "apps", "authentication.k8s.io"]
-    assert [r.plural for r in await catalog.group_resources("")] == ["pods"]
-    assert await catalog.group_resources("authentication.k8s.io") == []
-    assert await catalog.group_resources("nothere") == []
-    deployments = (await catalog.group_resources("apps"))[0]
-    assert (deployments.group, deployments.version, deployments.plural, deployments.kind) == (
-        "apps", "v1", "deployments", "Deployment")
-    count = len(api.gets)
-    await catalog.groups()
-    await catalog.group_resources("apps")
-    assert len(api.gets) == count  # cached
-    now[0] = 31
-    api.down = True
-    with pytest.raises(LookupError, match=r"^discovery of"):
-        await catalog.group_resources("apps")
-    api.down = False
-    catalog.invalidate()
-    assert len(await catalog.group_resources("apps")) == 1
 
 
 async def test_opt_in_mode_sets_the_object_selector() -> None:
@@ -384,7 +328,7 @@ async def test_opt_in_mode_sets_the_object_selector() -> None:
     watch.overrides.put(policy("cm", CONFIGMAPS))
     watch.validations.put(policy("cmv", CONFIGMAPS, kind="ClusterValidatePolicy"))
     selector = {"matchLabels": {"kinitiras.kcloudlabs.io/webhook": "enabled"}}
-    rec = Reconciler(api, Registration(object_selector=selector), watch, None, CA1, catalog=FakeCatalog())
+    rec = Reconciler(api, Registration(object_selector=selector), watch, FakeCatalog(), CA1)
     await rec.reconcile()
     hooks = {h["name"]: h for h in api.objects[VALIDATING]["webhooks"]}
     assert hooks["validate.kinitiras.kcloudlabs.io"]["objectSelector"] == selector

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kinitiras_py.certs import authority
-from kinitiras_py.webhook.tls import ReloadableTLS, leaf_fingerprint
+from kinitiras_py.certs.tls import ReloadableTLS, leaf_fingerprint
 from tests.conftest import serve_tls
 
 CA = authority.new_ca()

@@ -1,4 +1,4 @@
-"""The webhook's TLS context, with certificates swapped in while serving.
+"""The serving TLS context (given to the webhook's listener), with certificates swapped in while serving.
 
 Approach (verified, see the reference notes on aiohttp TLS hot reload): the listener gets one
 ``ssl.SSLContext`` for its whole life. Its ``sni_callback`` runs at the start of every handshake
@@ -27,16 +27,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
 
-log = logging.getLogger("kinitiras_py.webhook.tls")
+from kinitiras_py.certs import policy
+
+log = logging.getLogger("kinitiras_py.certs.tls")
 
 __all__ = ["ReloadableTLS", "leaf_fingerprint"]
 
 
 def leaf_fingerprint(cert_pem: bytes) -> str:
     """SHA-256 (hex) of the DER form of the first certificate in ``cert_pem``; raises ValueError."""
-    return hashlib.sha256(x509.load_pem_x509_certificate(cert_pem).public_bytes(Encoding.DER)).hexdigest()
+    return policy.fingerprint(x509.load_pem_x509_certificate(cert_pem))
 
 
 @contextlib.contextmanager
