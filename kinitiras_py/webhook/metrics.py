@@ -17,7 +17,7 @@ from kinitiras_py.base.bounded import Cache
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, Verdict
 from kinitiras_py.webhook import answers
-from kinitiras_py.webhook.tls import ReloadableTLS
+from kinitiras_py.certs.tls import ReloadableTLS
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # 2.0 is 80% of the default 2.5 s deadline: the alert on p99 near the deadline reads that bucket edge.
