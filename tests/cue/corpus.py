@@ -1,7 +1,8 @@
 """CUE programs of the supported subset, each with the objects it is run on, for the differential
 tests: the same program and input through real CUE and through the compiled CEL must agree.
 
-The first two are kinitiras' documented custom-cue examples (annotate a Pod on CREATE; refuse the
+The first four are kinitiras' documented custom-cue examples (twice: as we wrote them in
+tests/data/examples, and as the behaviour reference describes them) (annotate a Pod on CREATE; refuse the
 DELETE of a labelled Namespace), written from their documented behaviour. The rest cover the
 subset construct by construct, with objects that make each one succeed and fail.
 """
@@ -9,8 +10,13 @@ subset construct by construct, with objects that make each one succeed and fail.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
 
 from kinitiras_py.base.typedefs import Obj
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "data" / "examples"
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,14 @@ NULLS = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nulls", "label
 
 _OBJ = "object: _ @tag(object)\n"
 
+
+def _example(name: str) -> str:
+    """The ``cue`` text of the first rule of one of our kinitiras-shaped examples."""
+    spec = yaml.safe_load((EXAMPLES / name).read_text())["spec"]
+    rules = spec.get("overrideRules") or spec["validateRules"]
+    return str(rules[0].get("overriders", rules[0])["cue"])
+
+
 CASES: tuple[Case, ...] = (
     Case("doc-addanno", "override", _OBJ + """patches: [
     if object.metadata.annotations == _|_ {
@@ -59,6 +73,8 @@ validate: {
         valid: true
     }
 }""", (NS, NS_OTHER, BARE)),
+    Case("example-addanno-cop", "override", _example("addanno-cop.yaml"), (POD, BARE)),
+    Case("example-deletens-cvp", "validate", _example("deletens-cvp.yaml"), (NS, NS_OTHER, BARE)),
     Case("struct-nested", "override", _OBJ + 'patches: [{op: "add", path: "/metadata/labels", '
          'value: {team: "a", tier: {name: "web", level: 2}}}]', (BARE,)),
     Case("label-shorthand", "override", _OBJ + 'patches: [{op: "replace", path: "/spec", value: a: b: "c"}]',
