@@ -140,6 +140,10 @@ validate: {
          'value: object.metadata.name + "-" + object.kind}]', (POD,)),
     Case("string-int-mismatch", "override", _OBJ + 'patches: [{op: "add", path: "/x", '
          'value: object.metadata.name + 1}]', (POD,)),
+    Case("list-concat", "override", _OBJ + 'patches: [{op: "add", path: "/x", value: [1] + '
+         '[object.kind, "\\t\\/\\r\\n"]}]', (POD,)),
+    Case("list-concat-mismatch", "override", _OBJ + 'patches: [{op: "add", path: "/x", value: [1] + "a"}]',
+         (POD,)),
     Case("compare-strings", "validate", _OBJ + 'validate: {valid: object.metadata.name < "x"}', (POD,)),
     Case("compare-kinds-error", "validate", _OBJ + 'validate: {valid: object.spec.replicas == "3"}', (POD,)),
     Case("compare-null", "validate", _OBJ + 'validate: {valid: object.metadata.labels != null}', (POD, ODD)),
