@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from kinitiras_py.engine.cue import syntax as s
-from kinitiras_py.engine.cue.syntax import Unsupported
+from kinitiras_py.engine.cue import syntax
+from kinitiras_py.engine.cue import tree as s
+from kinitiras_py.engine.cue.tree import Unsupported
 
 INPUTS = ("object", "oldObject", "data")
 OUTPUTS = {"override": "patches", "validate": "validate"}
@@ -52,7 +53,7 @@ class Compiler:
     def __init__(self, text: str, kind: str) -> None:
         self.kind = kind
         self.output = OUTPUTS[kind]
-        self.tree = s.parse(text)
+        self.tree = syntax.parse(text)
         self.helpers: dict[str, _Helper] = {}
         self.inputs: set[str] = set()
         self.order: list[_Helper] = []

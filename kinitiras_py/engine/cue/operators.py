@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from kinitiras_py.engine.cue import syntax as s
+from kinitiras_py.engine.cue import tree as s
 from kinitiras_py.engine.cue.compiler import err
-from kinitiras_py.engine.cue.syntax import Unsupported
+from kinitiras_py.engine.cue.tree import Unsupported
 
 if TYPE_CHECKING:
     from kinitiras_py.engine.cue.compiler import Compiler, _Ctx

@@ -7,139 +7,36 @@ its line and column in the ``cue`` text, so a program is either read whole or re
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
 
-Pos = tuple[int, int]
+from kinitiras_py.engine.cue.tree import (
+    Binary,
+    Bottom,
+    Call,
+    Clause,
+    Comprehension,
+    Decl,
+    Disjunction,
+    Embed,
+    Field,
+    Index,
+    Interp,
+    Let,
+    ListLit,
+    Lit,
+    Node,
+    Pos,
+    Ref,
+    Sel,
+    Struct,
+    Top,
+    Unary,
+    Unsupported,
+)
 
-
-class Unsupported(Exception):
-    """A construct outside the subset (or a syntax error), at ``pos`` (line, column; from 1)."""
-
-    def __init__(self, pos: Pos, what: str) -> None:
-        self.pos = pos
-        self.what = what
-        super().__init__(f"line {pos[0]}, column {pos[1]}: {what}")
-
-
-@dataclass(frozen=True)
-class Node:
-    """An expression; ``pos`` is where it starts."""
-
-    pos: Pos
-
-
-@dataclass(frozen=True)
-class Lit(Node):
-    value: object  # str, int, float, bool or None
-
-
-@dataclass(frozen=True)
-class Interp(Node):
-    parts: tuple[str | Node, ...]
-
-
-@dataclass(frozen=True)
-class Top(Node):
-    pass
-
-
-@dataclass(frozen=True)
-class Bottom(Node):
-    pass
-
-
-@dataclass(frozen=True)
-class Ref(Node):
-    name: str
-
-
-@dataclass(frozen=True)
-class Sel(Node):
-    base: Node
-    name: str
-
-
-@dataclass(frozen=True)
-class Index(Node):
-    base: Node
-    index: Node
-
-
-@dataclass(frozen=True)
-class Unary(Node):
-    op: str
-    operand: Node
-
-
-@dataclass(frozen=True)
-class Binary(Node):
-    op: str
-    left: Node
-    right: Node
-
-
-@dataclass(frozen=True)
-class Call(Node):
-    name: str
-    args: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Disjunction(Node):
-    options: tuple[Node, ...]
-    default: int | None  # index of the `*` option
-
-
-@dataclass(frozen=True)
-class Field:
-    pos: Pos
-    label: str
-    value: Node
-    attrs: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Let:
-    pos: Pos
-    name: str
-    value: Node
-
-
-@dataclass(frozen=True)
-class Clause:
-    """``for key, value in source`` (key may be None) or ``if cond`` (source is the condition)."""
-
-    pos: Pos
-    kind: str
-    source: Node
-    key: str | None = None
-    value: str | None = None
-
-
-@dataclass(frozen=True)
-class Comprehension:
-    pos: Pos
-    clauses: tuple[Clause, ...]
-    body: Struct
-
-
-@dataclass(frozen=True)
-class Embed:
-    pos: Pos
-    value: Node
-
-
-Decl = Field | Let | Comprehension | Embed
-
-
-@dataclass(frozen=True)
-class Struct(Node):
-    decls: tuple[Decl, ...] = field(default_factory=tuple)
-
-
-@dataclass(frozen=True)
-class ListLit(Node):
-    elems: tuple[Node | Comprehension, ...]
+T = TypeVar("T")
 
 
 _TOKEN = re.compile(r"""
@@ -153,6 +50,8 @@ _TOKEN = re.compile(r"""
   | (?P<op>==|!=|=~|!~|<=|>=|&&|\|\||\.\.\.|[{}\[\]():,.<>+\-*/!|&=?])
 """, re.VERBOSE)
 
+_MAX_DEPTH = 40
+"""Deepest nesting of expressions (and of interpolations, counted the same) read: deeper is refused."""
 _ENDS_EXPR = {"ident", "int", "float", "string", "bottom", ")", "]", "}", "attr"}
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "/": "/", "r": "\r"}
 _KEYWORDS = {"true": True, "false": False, "null": None}
@@ -166,7 +65,7 @@ class Tok:
     parts: tuple[str | Node, ...] = ()
 
 
-def _tokens(text: str, line: int = 1, col: int = 1) -> list[Tok]:
+def _tokens(text: str, line: int = 1, col: int = 1, depth: int = 0) -> list[Tok]:
     out: list[Tok] = []
     i = 0
     while i < len(text):
@@ -178,7 +77,7 @@ def _tokens(text: str, line: int = 1, col: int = 1) -> list[Tok]:
         if kind == "string":
             if text.startswith('"""', i):
                 raise Unsupported(pos, "multi-line strings are not supported")
-            end, parts = _string(text, i + 1, pos)
+            end, parts = _string(text, i + 1, pos, depth)
             out.append(Tok("string", text[i:end], pos, parts))
             col += end - i
             i = end
@@ -200,7 +99,7 @@ def _tokens(text: str, line: int = 1, col: int = 1) -> list[Tok]:
     return out
 
 
-def _string(text: str, i: int, pos: Pos) -> tuple[int, tuple[str | Node, ...]]:
+def _string(text: str, i: int, pos: Pos, depth: int) -> tuple[int, tuple[str | Node, ...]]:
     """Read a double-quoted string from ``i`` (after the quote): its end and its parts."""
     parts: list[str | Node] = []
     buf = ""
@@ -225,7 +124,9 @@ def _string(text: str, i: int, pos: Pos) -> tuple[int, tuple[str | Node, ...]]:
                 if buf:
                     parts.append(buf)
                 buf = ""
-                parts.append(Parser(_tokens(text[i + 2:j - 1], line, col + 2)).whole_expr())
+                if depth >= _MAX_DEPTH // 4:
+                    raise Unsupported((line, col), "interpolations nested too deeply")
+                parts.append(Parser(_tokens(text[i + 2:j - 1], line, col + 2, depth + 1), depth + 1).whole_expr())
                 col += j - i
                 i = j
                 continue
@@ -246,9 +147,10 @@ _BINARY = [("|",), ("&",), ("||",), ("&&",), ("==", "!=", "<", "<=", ">", ">=", 
 class Parser:
     """Recursive descent over the tokens of one file (or of one interpolation)."""
 
-    def __init__(self, toks: list[Tok]) -> None:
+    def __init__(self, toks: list[Tok], depth: int = 0) -> None:
         self.toks = toks
         self.i = 0
+        self.depth = depth * 4
 
     def peek(self, ahead: int = 0) -> Tok:
         return self.toks[min(self.i + ahead, len(self.toks) - 1)]
@@ -309,7 +211,7 @@ class Parser:
             self.expect(":")
             if self.peek().kind in ("ident", "string") and self.peek(1).text == ":":
                 inner = self.peek().pos
-                return Field(tok.pos, label, Struct(inner, (self.decl(),)))
+                return Field(tok.pos, label, Struct(inner, (self.nested(self.decl),)))
             value = self.expr()
             attrs = []
             while self.peek().kind == "attr":
@@ -373,16 +275,30 @@ class Parser:
             raise Unsupported(body.pos, "a comprehension's body must be a struct `{...}`")
         return Comprehension(start, tuple(clauses), body)
 
-    def expr(self, level: int = 0) -> Node:
+    def nested(self, read: Callable[[], T]) -> T:
+        """``read()`` one level deeper; refused past :data:`_MAX_DEPTH` (no recursion without end)."""
+        self.depth += 1
+        try:
+            if self.depth > _MAX_DEPTH:
+                raise Unsupported(self.peek().pos, f"expressions nested more than {_MAX_DEPTH} deep")
+            return read()
+        finally:
+            self.depth -= 1
+
+    def expr(self) -> Node:
+        """One expression, disjunctions included."""
+        return self.nested(lambda: self._level(0))
+
+    def _level(self, level: int) -> Node:
         if level == len(_BINARY):
             return self.unary()
-        left = self.expr(level + 1)
+        left = self._level(level + 1)
         ops = _BINARY[level]
         if ops == ("|",):
             return self._disjunction(left)
         while self.peek().kind == "op" and self.peek().text in ops:
             tok = self.take()
-            left = Binary(tok.pos, tok.text, left, self.expr(level + 1))
+            left = Binary(tok.pos, tok.text, left, self._level(level + 1))
         return left
 
     def _disjunction(self, first: Node) -> Node:
@@ -391,7 +307,7 @@ class Parser:
         options = [first]
         while self.peek().kind == "op" and self.peek().text == "|":
             self.take()
-            options.append(self.expr(1))
+            options.append(self._level(1))
         marked = [i for i, o in enumerate(options) if isinstance(o, Unary) and o.op == "*"]
         if len(marked) > 1:
             raise Unsupported(options[marked[1]].pos, "more than one default in a disjunction")
@@ -404,7 +320,7 @@ class Parser:
         tok = self.peek()
         if tok.kind == "op" and tok.text in ("!", "-", "*", "+"):
             self.take()
-            return Unary(tok.pos, tok.text, self.unary())
+            return Unary(tok.pos, tok.text, self.nested(self.unary))
         if tok.kind == "op" and tok.text in ("<", "<=", ">", ">=", "!=", "=~", "!~"):
             raise Unsupported(tok.pos, f"unary comparison `{tok.text}` (a bound constraint) is not supported")
         return self.postfix(self.primary())
