@@ -14,12 +14,12 @@ reads it on every evaluation (outside any comprehension). Anything else is refus
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from kinitiras_py.engine.cue import syntax
 from kinitiras_py.engine.cue import tree as s
 from kinitiras_py.engine.cue.tree import Unsupported
+from kinitiras_py.engine.rendering.environment import cel_string
 
 INPUTS = ("object", "oldObject", "data")
 OUTPUTS = {"override": "patches", "validate": "validate"}
@@ -27,7 +27,7 @@ OUTPUTS = {"override": "patches", "validate": "validate"}
 
 def err(kind: str, message: str) -> str:
     """CEL failing with ``cue: <kind>: <message>`` (``kind`` is ``incomplete`` or ``conflict``)."""
-    return f"dyn({{}})[{json.dumps(f'cue: {kind}: {message}')}]"
+    return f"dyn({{}})[{cel_string(f'cue: {kind}: {message}')}]"
 
 
 @dataclass
@@ -188,8 +188,8 @@ class Compiler:
         for i, step in reversed(list(enumerate(reversed(steps)))):
             var = f"cue_d{i}"
             if isinstance(step, str):
-                test = f"(type({var}) == map && {json.dumps(step)} in {var} && cel.bind(cue_d{i + 1}, " \
-                       f"{var}[{json.dumps(step)}], {test}))"
+                test = f"(type({var}) == map && {cel_string(step)} in {var} && cel.bind(cue_d{i + 1}, " \
+                       f"{var}[{cel_string(step)}], {test}))"
             else:
                 assert isinstance(step, int)
                 test = f"(type({var}) == list && {step} >= 0 && {step} < size({var}) && " \

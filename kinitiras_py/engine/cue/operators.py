@@ -8,12 +8,12 @@ give a rounded result (comparisons of floats are exact in both).
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from kinitiras_py.engine.cue import tree as s
 from kinitiras_py.engine.cue.compiler import err
 from kinitiras_py.engine.cue.tree import Unsupported
+from kinitiras_py.engine.rendering.environment import cel_literal, cel_string
 
 if TYPE_CHECKING:
     from kinitiras_py.engine.cue.compiler import Compiler, _Ctx
@@ -22,25 +22,12 @@ _NUM = "(type({0}) == int || type({0}) == double)"
 _MAX_DUPLICATES = 4
 
 
-def literal(value: object) -> str:
-    """A CUE scalar literal as CEL."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, int):
-        return str(value)
-    return json.dumps(value)
-
-
 def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
     """The CEL of one expression."""
     if isinstance(node, s.Lit):
-        return literal(node.value)
+        return cel_literal(node.value)
     if isinstance(node, s.Interp):
-        return "(" + " + ".join(json.dumps(p) if isinstance(p, str) else _text(c, expr(c, p, ctx))
+        return "(" + " + ".join(cel_string(p) if isinstance(p, str) else _text(c, expr(c, p, ctx))
                                 for p in node.parts) + ")"
     if isinstance(node, s.Top):
         return err("incomplete", "incomplete value _")
@@ -49,7 +36,7 @@ def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
     if isinstance(node, s.Ref):
         return c.ref(node, ctx)
     if isinstance(node, s.Sel):
-        return f"{expr(c, node.base, ctx)}[{json.dumps(node.name)}]"
+        return f"{expr(c, node.base, ctx)}[{cel_string(node.name)}]"
     if isinstance(node, s.Index):
         return _index(c, node, ctx)
     if isinstance(node, s.Unary):
@@ -90,7 +77,7 @@ def strict_bool(c: Compiler, source: str, what: str) -> str:
 def _index(c: Compiler, node: s.Index, ctx: _Ctx) -> str:
     base = expr(c, node.base, ctx)
     if isinstance(node.index, s.Lit) and type(node.index.value) in (int, str):
-        return f"{base}[{literal(node.index.value)}]"
+        return f"{base}[{cel_literal(node.index.value)}]"
     v = c.fresh("i")
     return (f"cel.bind({v}, dyn({expr(c, node.index, ctx)}), type({v}) == int || type({v}) == string ? "
             f"{base}[{v}] : {err('conflict', 'an index must be an int or a string')})")
@@ -101,7 +88,7 @@ def _unary(c: Compiler, node: s.Unary, ctx: _Ctx) -> str:
         return f"!{strict_bool(c, expr(c, node.operand, ctx), 'the operand of !')}"
     if node.op == "-":
         if isinstance(node.operand, s.Lit) and type(node.operand.value) in (int, float):
-            return f"({literal(-node.operand.value)})"  # type: ignore[operator]
+            return f"({cel_literal(-node.operand.value)})"  # type: ignore[operator]
         v = c.fresh("n")
         return f"cel.bind({v}, dyn({expr(c, node.operand, ctx)}), {_NUM.format(v)} ? -{v} : " \
                f"{err('conflict', 'the operand of - must be a number')})"
@@ -151,7 +138,7 @@ def _against_literal(c: Compiler, op: str, left: str, value: object, mismatch: s
     """``left op <constant>``: the constant's kind is known, so only the other operand is checked
     (and the cost estimate sees a comparison with a constant)."""
     v = c.fresh("l")
-    lit = literal(value)
+    lit = cel_literal(value)
     if value is None:
         if op not in ("==", "!="):
             return f"cel.bind({v}, dyn({left}), {mismatch})"
@@ -185,9 +172,9 @@ def _disjunction(node: s.Disjunction) -> str:
             raise Unsupported(option.pos, "disjunctions are supported of constants only")
     values = [o.value for o in node.options if isinstance(o, s.Lit)]
     if node.default is not None:
-        return literal(values[node.default])
+        return cel_literal(values[node.default])
     if all(type(v) is type(values[0]) and v == values[0] for v in values):
-        return literal(values[0])
+        return cel_literal(values[0])
     return err("incomplete", "a disjunction without a default has no single value")
 
 
@@ -247,7 +234,7 @@ def struct(c: Compiler, node: s.Struct, ctx: _Ctx) -> str:
             value = source if not value else \
                 f"({present} && {g} ? {_unify(c, value, source)} : {g} ? {source} : {value})"
             present = g if present == "false" else f"({present} || {g})"
-        key = json.dumps(label)
+        key = cel_string(label)
         items.append(f"{key}: {value}" if present == "true" else
                      f"?{key}: {present} ? optional.of({value}) : optional.none()")
     result = "{" + ", ".join(items) + "}"
