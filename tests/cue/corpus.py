@@ -144,6 +144,20 @@ validate: {
          '[object.kind, "\\t\\/\\r\\n"]}]', (POD,)),
     Case("list-concat-mismatch", "override", _OBJ + 'patches: [{op: "add", path: "/x", value: [1] + "a"}]',
          (POD,)),
+    Case("strings-tests", "validate", 'import "strings"\n' + _OBJ + 'validate: {valid: '
+         'strings.HasPrefix(object.spec.containers[0].image, "nginx") && strings.HasSuffix(object.metadata.name, "-1")'
+         ' && !strings.Contains(object.metadata.name, "x"), reason: "image"}', (POD, BARE, ODD)),
+    Case("strings-join", "override", 'import (\n    "strings"\n    "list"\n)\n' + _OBJ + 'patches: [{op: "add", '
+         'path: "/x", value: strings.Join([for c in object.spec.containers {c.name}], ",")}]', (POD, ODD)),
+    Case("list-contains", "validate", 'import "list"\n' + _OBJ + 'validate: {valid: !list.Contains(["web", "api"], '
+         'object.metadata.labels.app) && list.Contains([1, "a"], 1) && !list.Contains([1], 1.0) && '
+         '!list.Contains([1], "1")}', (POD, NULLS)),
+    Case("list-contains-template-in", "validate", 'import "list"\n' + _OBJ + """validate: {
+    if object.metadata.annotations."owned-by" != _|_ if list.Contains(["test", "old"],
+        object.metadata.annotations."owned-by") {
+        valid: false, reason: "owned by a protected team"
+    }
+}""", (POD, BARE)),
     Case("compare-strings", "validate", _OBJ + 'validate: {valid: object.metadata.name < "x"}', (POD,)),
     Case("compare-kinds-error", "validate", _OBJ + 'validate: {valid: object.spec.replicas == "3"}', (POD,)),
     Case("compare-null", "validate", _OBJ + 'validate: {valid: object.metadata.labels != null}', (POD, ODD)),

@@ -21,6 +21,7 @@ from kinitiras_py.engine.cue.tree import (
     Disjunction,
     Embed,
     Field,
+    File,
     Index,
     Interp,
     Let,
@@ -50,6 +51,8 @@ _TOKEN = re.compile(r"""
   | (?P<op>==|!=|=~|!~|<=|>=|&&|\|\||\.\.\.|[{}\[\]():,.<>+\-*/!|&=?])
 """, re.VERBOSE)
 
+IMPORTS = frozenset({"strings", "list"})
+"""The packages a program may import (only some of their functions: :mod:`.operators`)."""
 _MAX_DEPTH = 40
 """Deepest nesting of expressions (and of interpolations, counted the same) read: deeper is refused."""
 _ENDS_EXPR = {"ident", "int", "float", "string", "bottom", ")", "]", "}", "attr"}
@@ -172,12 +175,37 @@ class Parser:
             raise Unsupported(self.peek().pos, f"unexpected {self.peek().text!r}")
         return node
 
-    def file(self) -> Struct:
-        """The top level: declarations up to the end of the text."""
-        tok = self.peek()
-        if tok.kind == "ident" and tok.text in ("package", "import"):
-            raise Unsupported(tok.pos, f"`{tok.text}` is not supported (no imports: the subset uses builtins only)")
-        return Struct((1, 1), self.decls("eof"))
+    def file(self) -> File:
+        """The top level: imports, then declarations up to the end of the text."""
+        imports: list[str] = []
+        while self.peek().kind == "ident" and self.peek().text in ("package", "import"):
+            tok = self.take()
+            if tok.text == "package":
+                raise Unsupported(tok.pos, "`package` is not supported")
+            grouped = self.peek().text == "(" and self.peek().kind == "op"
+            if grouped:
+                self.take()
+            while True:
+                while grouped and self.peek().text == "," and self.peek().kind == "op":
+                    self.take()
+                if grouped and self.peek().text == ")":
+                    self.take()
+                    break
+                imports.append(self._import())
+                if not grouped:
+                    break
+            while self.peek().text == "," and self.peek().kind == "op":
+                self.take()
+        return File((1, 1), self.decls("eof"), tuple(imports))
+
+    def _import(self) -> str:
+        tok = self.take()
+        if tok.kind != "string":
+            raise Unsupported(tok.pos, "expected an import path (aliases are not supported)")
+        path = "".join(p for p in tok.parts if isinstance(p, str))
+        if path not in IMPORTS:
+            raise Unsupported(tok.pos, f"package {path!r} is not supported (only {', '.join(sorted(IMPORTS))})")
+        return path
 
     def decls(self, end: str) -> tuple[Decl, ...]:
         out: list[Decl] = []
@@ -347,8 +375,12 @@ class Parser:
                 self.expect("]")
                 node = Index(tok.pos, node, index)
             elif tok.kind == "op" and tok.text == "(":
-                if not isinstance(node, Ref):
-                    raise Unsupported(node.pos, "only the builtin `len(...)` can be called")
+                if isinstance(node, Sel) and isinstance(node.base, Ref):
+                    callee = f"{node.base.name}.{node.name}"
+                elif isinstance(node, Ref):
+                    callee = node.name
+                else:
+                    raise Unsupported(node.pos, "only `len(...)` and package functions can be called")
                 self.take()
                 args: list[Node] = []
                 while self.peek().text != ")":
@@ -356,7 +388,7 @@ class Parser:
                     if self.peek().text == ",":
                         self.take()
                 self.expect(")")
-                node = Call(node.pos, node.name, tuple(args))
+                node = Call(node.pos, callee, tuple(args))
             else:
                 return node
 
@@ -412,6 +444,6 @@ class Parser:
                 raise Unsupported(self.peek().pos, f"unexpected {self.peek().text!r} in a list")
 
 
-def parse(text: str) -> Struct:
+def parse(text: str) -> File:
     """The syntax tree of a ``cue`` program; :class:`Unsupported` outside the subset."""
     return Parser(_tokens(text)).file()

@@ -135,3 +135,10 @@ class Struct(Node):
 @dataclass(frozen=True)
 class ListLit(Node):
     elems: tuple[Node | Comprehension, ...]
+
+
+@dataclass(frozen=True)
+class File(Struct):
+    """The whole program: its top-level declarations and the packages it imports."""
+
+    imports: tuple[str, ...] = ()

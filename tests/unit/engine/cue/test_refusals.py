@@ -10,10 +10,15 @@ from kinitiras_py.engine.cue.syntax import Unsupported
 HEAD = "object: _\n"
 
 REFUSED = [
-    ('import "strings"\npatches: []', (1, 1), "`import` is not supported"),
+    ('import "math"\npatches: []', (1, 8), "package 'math' is not supported"),
+    ('import s "strings"\npatches: []', (1, 8), "aliases are not supported"),
+    (HEAD + 'patches: [strings.HasPrefix("a", "b")]', (2, 19), "with their package imported"),
+    ('import "strings"\n' + HEAD + 'patches: [strings.HasPrefix("a")]', (3, 19), "takes 2 arguments"),
     ('package p\npatches: []', (1, 1), "`package` is not supported"),
     (HEAD + "x: 1\n", (1, 1), "no `patches` field"),
-    (HEAD + 'patches: [{a: strings.ToUpper("x")}]', (2, 23), "only the builtin `len(...)` can be called"),
+    (HEAD + 'patches: [{a: strings.ToUpper("x")}]', (2, 23), "call of `strings.ToUpper` is not supported"),
+    (HEAD + 'patches: [object.f(1)]', (2, 18), "call of `object.f` is not supported"),
+    (HEAD + 'patches: [[1](2)]', (2, 11), "only `len(...)` and package functions can be called"),
     (HEAD + "patches: [1 / 2]", (2, 13), "`/` is not supported"),
     (HEAD + "patches: [object.a | object.b]", (2, 18), "disjunctions are supported of constants only"),
     (HEAD + "patches: [object.spec[0:1]]", (2, 22), "slices"),
