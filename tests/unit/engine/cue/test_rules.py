@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from kinitiras_py.base.errors import CelEvalError
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.overriding import apply_rule
 from kinitiras_py.engine.validating import check_rule
+from tests.cli import run
+from tests.conftest import DATA
 
 API = "policy.kcloudlabs.io/v1alpha1"
 SCALE = """object: _ @tag(object)
@@ -59,3 +62,14 @@ def test_override_gets_object_only_and_runs_between_template_and_cel() -> None:
     rule = policy.rules[0]
     draft = apply_rule({"kind": "Pod"}, rule, policy, _variables("UPDATE", {"kind": "Pod"}, {"kind": "Old"}))
     assert draft.doc == {"kind": "Pod", "a": 1, "b": "Pod", "c": 2}
+
+
+def test_render_shows_the_compiled_cel_beside_the_untouched_cue() -> None:
+    path = DATA / "examples" / "addanno-cop.yaml"
+    code, out, _ = run("render", path)
+    assert code == 0
+    overriders = yaml.safe_load(out)["spec"]["overrideRules"][0]["overriders"]
+    assert overriders["cue"] == yaml.safe_load(path.read_text())["spec"]["overrideRules"][0]["overriders"]["cue"]
+    assert overriders["cueCel"].startswith("cel.bind(")
+    code, out, _ = run("render", "--cel", path)
+    assert "// ClusterOverridePolicy add-anno-cop-cue: spec.overrideRules[0].overriders.cueCel" in out
