@@ -6,6 +6,7 @@ its line and column in the ``cue`` text, so a program is either read whole or re
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,6 +94,8 @@ def _tokens(text: str, line: int = 1, col: int = 1, depth: int = 0) -> list[Tok]
         elif kind not in ("ws", "comment"):
             if kind == "int" and int(word) >= 2 ** 63:
                 raise Unsupported(pos, f"integer {word} is beyond 64 bits")
+            if kind == "float" and not math.isfinite(float(word)):
+                raise Unsupported(pos, f"number {word} is beyond the range of a float")
             out.append(Tok("op" if kind == "op" else kind, word, pos))
             col += len(word)
         else:

@@ -49,6 +49,7 @@ REFUSED = [
     (HEAD + "patches: [+1]", (2, 11), "unary `+`"),
     (HEAD + "patches: [1 |]", (2, 14), "unexpected ']'"),
     (HEAD + "patches: [99999999999999999999]", (2, 11), "beyond 64 bits"),
+    (HEAD + "patches: [1e999]", (2, 11), "beyond the range of a float"),
     (HEAD + "patches: [if object.x \"a\"]", (2, 23), "must be a struct"),
     (HEAD + "patches: [for x in [1] let y = x {y}]", (2, 24), "`let` clauses inside comprehensions"),
     (HEAD + "if true {a: 1}\npatches: []", (2, 1), "top-level comprehensions"),
