@@ -36,7 +36,7 @@ def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
     if isinstance(node, s.Ref):
         return c.ref(node, ctx)
     if isinstance(node, s.Sel):
-        return f"{expr(c, node.base, ctx)}[{cel_string(node.name)}]"
+        return f"dyn({expr(c, node.base, ctx)})[{cel_string(node.name)}]"
     if isinstance(node, s.Index):
         return _index(c, node, ctx)
     if isinstance(node, s.Unary):
@@ -75,7 +75,7 @@ def strict_bool(c: Compiler, source: str, what: str) -> str:
 
 
 def _index(c: Compiler, node: s.Index, ctx: _Ctx) -> str:
-    base = expr(c, node.base, ctx)
+    base = f"dyn({expr(c, node.base, ctx)})"
     if isinstance(node.index, s.Lit) and type(node.index.value) in (int, str):
         return f"{base}[{cel_literal(node.index.value)}]"
     v = c.fresh("i")
@@ -310,7 +310,7 @@ def _clauses(c: Compiler, clauses: tuple[s.Clause, ...], body: s.Struct, ctx: _C
         return f"({cond} ? {_clauses(c, rest, body, deeper)} : [])"
     src, idx = c.fresh("src"), c.fresh("idx")
     assert clause.value is not None
-    value = c.fresh(f"v_{clause.value}_")
+    value = c.fresh("v")
     deeper.env[clause.value] = value
     if clause.key is not None:
         deeper.env[clause.key] = idx

@@ -298,7 +298,10 @@ class Parser:
             key, value = None, first.text
             if self.peek().text == ",":
                 self.take()
-                key, value = value, self.take().text
+                second = self.take()
+                if second.kind != "ident":
+                    raise Unsupported(second.pos, "expected a variable name after `for k,`")
+                key, value = value, second.text
             self.expect("in")
             clauses.append(Clause(tok.pos, "for", self.expr(), key, value))
         body = self.primary()

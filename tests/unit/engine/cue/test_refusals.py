@@ -53,6 +53,7 @@ REFUSED = [
     (HEAD + "patches: [if object.x \"a\"]", (2, 23), "must be a struct"),
     (HEAD + "patches: [for x in [1] let y = x {y}]", (2, 24), "`let` clauses inside comprehensions"),
     (HEAD + "if true {a: 1}\npatches: []", (2, 1), "top-level comprehensions"),
+    (HEAD + "patches: [for i, (x) in [1] {i}]", (2, 18), "expected a variable name after `for k,`"),
     (HEAD + "patches: [{a: 1} {b: 2}]", (2, 18), "unexpected '{'"),
     (HEAD + "patches: [`x`]", (2, 11), "unexpected character '`'"),
 ]
