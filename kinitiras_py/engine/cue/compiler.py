@@ -26,7 +26,8 @@ OUTPUTS = {"override": "patches", "validate": "validate"}
 
 
 def err(kind: str, message: str) -> str:
-    """CEL failing with ``cue: <kind>: <message>`` (``kind`` is ``incomplete`` or ``conflict``)."""
+    """CEL failing with ``cue: <kind>: <message>``: ``incomplete`` and ``conflict`` where CUE fails
+    too, ``unsupported`` where CUE would compute a value the compiled program does not (docs/cue.md)."""
     return f"dyn({{}})[{cel_string(f'cue: {kind}: {message}')}]"
 
 

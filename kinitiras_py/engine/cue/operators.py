@@ -64,8 +64,9 @@ def _bind2(c: Compiler, left: str, right: str, body: str) -> str:
 def _text(c: Compiler, source: str) -> str:
     v = c.fresh("s")
     return (f"cel.bind({v}, dyn({source}), type({v}) == string ? {v} : type({v}) == int ? string({v}) : "
-            f"type({v}) == bool ? ({v} ? 'true' : 'false') : "
-            f"{err('conflict', 'interpolation of a value that is not a string, an int or a bool')})")
+            f"type({v}) == bool ? ({v} ? 'true' : 'false') : type({v}) == double ? "
+            f"{err('unsupported', 'interpolation of a float')} : "
+            f"{err('conflict', 'interpolation of a value that is not a string, a number or a bool')})")
 
 
 def strict_bool(c: Compiler, source: str, what: str) -> str:
@@ -110,7 +111,11 @@ def _binary(c: Compiler, node: s.Binary, ctx: _Ctx) -> str:
         return _against_literal(c, op, expr(c, node.left, ctx), node.right.value, mismatch)
     left, right = expr(c, node.left, ctx), expr(c, node.right, ctx)
     if op in ("&&", "||"):
-        return _bind2(c, left, right, "type({l}) == bool && type({r}) == bool ? {l} " + op + " {r} : " + mismatch)
+        # Both sides are evaluated (an error on either fails), the left must be a bool, and the
+        # right's kind matters only when the left does not decide: `false && 3` is false in CUE.
+        decides = "false" if op == "&&" else "true"
+        return _bind2(c, left, right, "size([type({l}), type({r})]) == 2 && type({l}) == bool ? ({l} == " + decides
+                      + " ? " + decides + " : type({r}) == bool ? {r} : " + mismatch + ") : " + mismatch)
     if op in ("==", "!="):
         same = ("(type({l}) == type({r}) && type({l}) != map) || ({l} == null || {r} == null) || "
                 f"({_NUM.format('{l}')} && {_NUM.format('{r}')})")
@@ -123,15 +128,20 @@ def _binary(c: Compiler, node: s.Binary, ctx: _Ctx) -> str:
         return _bind2(c, left, right, "type({l}) == string && type({r}) == string ? " + neg + "{l}.matches({r}) : "
                       + mismatch)
     if op == "&":
-        same = "type({l}) == type({r}) && type({l}) != map && type({l}) != list && {l} == {r}"
-        return _bind2(c, left, right, f"{same} ? {{l}} : {err('conflict', 'conflicting values')}")
-    floats = err("conflict", f"{op} of floats is not supported (CUE computes exact decimals)")
+        return _unify(c, left, right)
+    floats = err("unsupported", f"{op} of floats (CUE computes exact decimals)")
     ints = "type({l}) == int && type({r}) == int ? {l} " + op + " {r} : "
     if op == "+":
         same = "(type({l}) == string || type({l}) == list) && type({l}) == type({r}) ? {l} + {r} : "
         return _bind2(c, left, right, ints + same + f"{_NUM.format('{l}')} && {_NUM.format('{r}')} ? {floats} : "
                       + mismatch)
-    return _bind2(c, left, right, ints + f"{_NUM.format('{l}')} && {_NUM.format('{r}')} ? {floats} : " + mismatch)
+    repeat = ""
+    if op == "*":
+        repeat = ("(type({l}) == int && (type({r}) == string || type({r}) == list)) || (type({r}) == int && "
+                  "(type({l}) == string || type({l}) == list)) ? "
+                  + err("unsupported", "repeating a string or a list with *") + " : ")
+    return _bind2(c, left, right, ints + repeat + f"{_NUM.format('{l}')} && {_NUM.format('{r}')} ? {floats} : "
+                  + mismatch)
 
 
 def _against_literal(c: Compiler, op: str, left: str, value: object, mismatch: str) -> str:
@@ -188,7 +198,7 @@ def _package_call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
         return _bind2(c, first, second, f"type({{l}}) == list && type({{r}}) == string && "
                       f"{{l}}.all({e}, type({e}) == string) ? {{l}}.join({{r}}) : {bad}")
     # list.Contains compares strictly (1 and 1.0 differ); structs and lists inside are not compared.
-    nested = err("conflict", "list.Contains of structs or lists is not supported")
+    nested = err("unsupported", "list.Contains of structs or lists")
     return _bind2(c, first, second, f"type({{l}}) != list ? {bad} : type({{r}}) == map || type({{r}}) == list || "
                   f"{{l}}.exists({e}, type({e}) == map || type({e}) == list) ? {nested} : "
                   f"{{l}}.exists({e}, type({e}) == type({{r}}) && {e} == {{r}})")
@@ -266,6 +276,9 @@ def struct(c: Compiler, node: s.Struct, ctx: _Ctx) -> str:
         items.append(f"{key}: {value}" if present == "true" else
                      f"?{key}: {present} ? optional.of({value}) : optional.none()")
     result = "{" + ", ".join(items) + "}"
+    if binds:
+        # Every condition is evaluated, as CUE does, even where ``||`` would skip a failing one.
+        result = f"size([{', '.join(var for var, _ in binds)}]) == {len(binds)} ? {result} : {err('conflict', '')}"
     for var, cond in reversed(binds):
         result = f"cel.bind({var}, dyn({cond}), {result})"
     return result
@@ -282,8 +295,12 @@ def _labels(decls: tuple[s.Decl, ...]) -> list[str]:
 
 
 def _unify(c: Compiler, left: str, right: str) -> str:
+    """Concrete values unified: equal scalars give the value, others conflict; two structs or two
+    lists would merge in CUE, which the compiled program does not do."""
     same = "type({l}) == type({r}) && type({l}) != map && type({l}) != list && {l} == {r}"
-    return _bind2(c, left, right, f"{same} ? {{l}} : {err('conflict', 'conflicting values')}")
+    merge = "type({l}) == type({r}) && (type({l}) == map || type({l}) == list)"
+    return _bind2(c, left, right, f"{same} ? {{l}} : {merge} ? {err('unsupported', 'unifying structs or lists')} : "
+                  f"{err('conflict', 'conflicting values')}")
 
 
 def _list(c: Compiler, node: s.ListLit, ctx: _Ctx) -> str:
@@ -336,7 +353,8 @@ def _clauses(c: Compiler, clauses: tuple[s.Clause, ...], body: s.Struct, ctx: _C
         # A literal list: its length is known, to CEL's cost estimate too.
         return f"cel.bind({src}, {expr(c, clause.source, ctx)}, {loop})"
     return (f"cel.bind({src}, dyn({expr(c, clause.source, ctx)}), type({src}) == list ? {loop} : "
-            f"{err('conflict', 'for over a struct is not supported; iterate over a list')})")
+            f"type({src}) == map ? {err('unsupported', 'for over a struct')} : "
+            f"{err('conflict', 'for over a value that is neither a list nor a struct')})")
 
 
 def _element(c: Compiler, body: s.Struct, ctx: _Ctx) -> str:
