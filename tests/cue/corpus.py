@@ -174,6 +174,12 @@ validate: {
     Case("gpu-incomplete", "override", _OBJ + """patches: [
     if object.metadata.labels.gpu == "true" {op: "add", path: "/metadata/annotations/gpu", value: "yes"},
 ]""", (POD, BARE)),
+    Case("and-or-deciding-left", "validate", _OBJ + 'validate: {valid: (false && 3) || (true || "x"), '
+         'reason: "\\(object.kind == "Pod" || 1)"}', (POD, NS)),
+    Case("struct-every-condition", "validate", _OBJ + """validate: {
+    if object.metadata.labels.gpu == "x" { valid: false }
+    if true { valid: false }
+}""", (POD, BARE)),
     Case("bool-operand-error", "validate", _OBJ + 'validate: {valid: object.metadata.name && true}', (POD,)),
     Case("if-non-bool", "override", _OBJ + 'patches: [if object.metadata.name {op: "add", path: "/x", '
          'value: 1}]', (POD,)),
