@@ -177,7 +177,7 @@ validate: {
     Case("and-or-deciding-left", "validate", _OBJ + 'validate: {valid: (false && 3) || (true || "x"), '
          'reason: "\\(object.kind == "Pod" || 1)"}', (POD, NS)),
     Case("struct-every-condition", "validate", _OBJ + """validate: {
-    if object.metadata.labels.gpu == "x" { valid: false }
+    if object.metadata.labels.gpu == "x" {}
     if true { valid: false }
 }""", (POD, BARE)),
     Case("bool-operand-error", "validate", _OBJ + 'validate: {valid: object.metadata.name && true}', (POD,)),
