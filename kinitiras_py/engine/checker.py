@@ -11,10 +11,10 @@ from typing import Any
 from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine import boundary, jsrules, shapes
+from kinitiras_py.engine.cue.compiler import compile_cue
+from kinitiras_py.engine.cue.syntax import Unsupported
 from kinitiras_py.engine.evaluation import cel, celshapes
 
-CUE_REFUSED = ("CUE rules are not supported: kinitiras-py has no CUE runtime. "
-               "Write the rule in CEL with the `cel` field instead")
 SECRET_FIELDS = ("password", "staticToken")
 """``http.auth`` fields that hold a secret and belong in a Secret (``secretRef``)."""
 REF_SOURCES_WITH_PARAMS = ("k8s", "owner", "http")
@@ -112,6 +112,27 @@ def user_cel(source: str, path: str, wanted: tuple[str, ...], what: str) -> cel.
     found = result_type(program)
     if found.split("<", 1)[0] not in wanted:
         raise PolicyError(path, f"invalid CEL: the expression evaluates to {found}; {what}")
+    return program
+
+
+def cue_rule(checker: Checker, errors: list[PolicyError], text: object, kind: str, path: str,
+             pointer: str) -> cel.Program | None:
+    """A ``cue`` program compiled to CEL (``kind``: override or validate) and checked like any CEL,
+    its cost included; the CEL is written back at ``pointer``. None when absent or refused."""
+    if not text:
+        return None
+    if not isinstance(text, str):
+        errors.append(PolicyError(path, "must be a string holding a CUE program"))
+        return None
+    try:
+        source = compile_cue(text, kind)
+    except Unsupported as e:
+        errors.append(PolicyError(path, f"CUE outside the supported subset at {e}; see docs/cue.md for "
+                                        "what is supported, or write the rule in `cel`"))
+        return None
+    program: cel.Program | None = checker.collect(errors, compile_cel, source, path)
+    if program is not None:
+        checker.rendered_fields.append((pointer, source))
     return program
 
 

@@ -36,6 +36,8 @@ class OverrideRule:
     """None means every operation (empty list or ``*``)."""
     failure_policy: str
     rendered: Program | None = None
+    cue: Program | None = None
+    """The ``cue`` program compiled to CEL, run after ``rendered`` and before ``cel``."""
     cel: Program | None = None
     javascript: JsProgram | None = None
     """``jsa_mutate``, run after ``cel`` and before ``plaintext``."""
@@ -70,6 +72,8 @@ class ValidateRule:
     message: str = ""
     allow_mode: bool = False
     rendered: Program | None = None
+    cue: Program | None = None
+    """The ``cue`` program compiled to CEL (object, and oldObject on UPDATE only)."""
     cel: Program | None = None
     javascript: JsProgram | None = None
     """``jsa_validate``, run after ``cel``."""

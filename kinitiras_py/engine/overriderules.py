@@ -11,11 +11,11 @@ from kinitiras_py.base.errors import CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine import boundary, jsrules, origin, patching, selectors, shapes, sidecars
 from kinitiras_py.engine.checker import (
-    CUE_REFUSED,
     REF_SOURCES_WITH_PARAMS,
     Checker,
     check_reference,
     compile_cel,
+    cue_rule,
     dict_of,
     javascript,
     list_of,
@@ -35,8 +35,8 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
     errors: list[PolicyError] = []
     over = dict_of(rule.get("overriders"))
     opath = f"{path}.overriders"
-    if over.get("cue"):
-        errors.append(PolicyError(f"{opath}.cue", CUE_REFUSED))
+    cue = cue_rule(checker, errors, over.get("cue"), "override", f"{opath}.cue",
+                   f"/spec/overrideRules/{index}/overriders/cueCel")
     source = None
     rendered = None
     refs: dict[str, Obj] = {}
@@ -95,7 +95,7 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
     operations = rule.get("targetOperations")
     return OverrideRule(
         index=index, operations=normalise_operations(operations or (["CREATE"] if inject else None)),
-        failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cel=custom,
+        failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cue=cue, cel=custom,
         javascript=script, plaintext=plaintext, origin=entries, refs=refs or EMPTY, sidecar=sidecar,
         fanout=fanned or EMPTY,
         last_applied=rule.get("patchLastApplied") is True, inject=inject, marker=marker,

@@ -55,7 +55,7 @@ def _inputs(working: Obj, draft: patchlog.Draft, variables: dict[str, Any],
 def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
                bound: Bindings | None = None, rendered: Program | None = None,
                marks: jsrules.Marks | None = None) -> patchlog.Draft:
-    """Apply one rule's overriders: rendered, cel, javascript, plaintext, origin. ``working`` is not
+    """Apply one rule's overriders: rendered, cue, cel, javascript, plaintext, origin. ``working`` is not
     modified.
 
     A fanned-out plaintext operation (select, valueTemplate) runs its program against the
@@ -77,7 +77,7 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
             applied.extend(ops)
             return draft.apply(ops)
     for program, what, answers in ((rendered or rule.rendered, "the rendered template", True),
-                                   (rule.cel, "the cel rule", False)):
+                                   (rule.cue, "the cue rule", False), (rule.cel, "the cel rule", False)):
         if program is not None:
             apply(_patch_ops(program.evaluate(_inputs(working, draft, variables, bound)), what, answers))
     if rule.javascript is not None:

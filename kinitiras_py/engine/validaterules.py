@@ -7,11 +7,11 @@ from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine import jsrules
 from kinitiras_py.engine.checker import (
-    CUE_REFUSED,
     REF_SOURCES_WITH_PARAMS,
     Checker,
     check_reference,
     compile_cel,
+    cue_rule,
     dict_of,
     javascript,
     list_of,
@@ -74,8 +74,8 @@ def _numeric(value: JSON) -> bool:
 def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[ValidateRule, str | None]:
     """One validate rule checked and compiled, with the source its template rendered (or None)."""
     errors: list[PolicyError] = []
-    if rule.get("cue"):
-        errors.append(PolicyError(f"{path}.cue", CUE_REFUSED))
+    cue = cue_rule(checker, errors, rule.get("cue"), "validate", f"{path}.cue",
+                   f"/spec/validateRules/{index}/cueCel")
     source = None
     rendered = None
     refs: dict[str, Obj] = {}
@@ -129,5 +129,5 @@ def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[V
         index=index, operations=normalise_operations(rule.get("targetOperations")),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), actions=frozenset(actions),
         message=str(rule.get("message") or message), allow_mode=allow_mode, rendered=rendered,
-        cel=custom, javascript=script, refs=refs or EMPTY,
+        cue=cue, cel=custom, javascript=script, refs=refs or EMPTY,
     ), source

@@ -40,13 +40,14 @@ def default_message(rule: ValidateRule) -> str:
 
 
 def check_rule(rule: ValidateRule, variables: Mapping[str, Any] | Bindings) -> tuple[bool, str]:
-    """Evaluate one rule: (valid, reason). The rendered template runs first, then ``cel``, then
+    """Evaluate one rule: (valid, reason). The rendered template runs first, then ``cue``, ``cel``, then
     ``javascript``.
 
     The reason is the one the expression returned, else the rule's message (for a template,
     the condition's ``message``, in allow mode too), else :func:`default_message`.
     """
-    for program, what in ((rule.rendered, "the rendered template"), (rule.cel, "the cel rule")):
+    for program, what in ((rule.rendered, "the rendered template"), (rule.cue, "the cue rule"),
+                          (rule.cel, "the cel rule")):
         if program is None:
             continue
         valid, reason = _outcome(program.evaluate(variables), what)

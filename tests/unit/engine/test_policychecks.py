@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import PolicyErrors
-from kinitiras_py.engine.checker import CUE_REFUSED
 from kinitiras_py.engine.compiling import compile_policy
 from tests.jsonpaths import json_paths
 
@@ -207,8 +206,10 @@ CASES: list[tuple[str, Any, str, str]] = [
      f"{SEL}.fieldSelector.matchFields", "unclosed '['"),
     ("selector-without-kind", op(selectors=[{"apiVersion": "v1"}]), f"{SEL}.kind", "required field is missing"),
     # CUE
-    ("cue-on-overriders", op({"cue": "patches: []"}), f"{OV}.cue", "CUE rules are not supported"),
-    ("cue-on-validate-rule", cvp(cue="validate: valid: true"), f"{V0}.cue", "`cel`"),
+    ("cue-outside-subset", op({"cue": 'import "regexp"\npatches: []'}), f"{OV}.cue",
+     "CUE outside the supported subset at line 1, column 8: package 'regexp' is not supported"),
+    ("cue-without-output", cvp(cue="object: _\nx: 1"), f"{V0}.cue", "no `validate` field"),
+    ("cue-not-text", op({"cue": 3}), f"{OV}.cue", "must be of type string"),
     # plaintext
     ("plaintext-bad-op", op({"plaintext": [{"op": "move", "path": "/a", "value": 1}]}),
      f"{OV}.plaintext[0].op", 'unsupported value "move"'),
@@ -422,15 +423,20 @@ def test_cel_errors_carry_the_compilers_caret_diagram() -> None:
     assert " | object.metadata.\n | ................^" in reason
 
 
-def test_cue_refusal_points_to_cel() -> None:
-    assert "not supported" in CUE_REFUSED and "`cel`" in CUE_REFUSED
-    assert errors_of(op({"cue": "patches: []"})) == [(f"{OV}.cue", CUE_REFUSED)]
-    assert errors_of(cvp(cue="validate: valid: true")) == [(f"{V0}.cue", CUE_REFUSED)]
+def test_cue_is_compiled_and_its_cel_written_beside_it() -> None:
+    compiled = compile_policy(op({"cue": 'object: _\npatches: [{op: "add", path: "/a", value: object.kind}]'}))
+    [(pointer, source)] = compiled.rendered_fields
+    assert pointer == "/spec/overrideRules/0/overriders/cueCel"
+    assert compiled.rules[0].cue is not None and compiled.rules[0].cue.source == source
+    validating = compile_policy(cvp(cue="object: _\nvalidate: {valid: object.kind != \"Pod\"}"))
+    assert validating.rendered_fields[0][0] == "/spec/validateRules/0/cueCel"
 
 
-def test_cue_with_a_template_is_still_refused_and_the_template_checked() -> None:
-    policy = op({"cue": "patches: []", "template": {"type": "labels", "operation": "add", "path": "a"}})
-    assert errors_of(policy) == [(f"{OV}.cue", CUE_REFUSED), (f"{T}.value", "labels add needs value or valueRef")]
+def test_refused_cue_beside_a_template_both_reported() -> None:
+    policy = op({"cue": "patches: [1 / 2]", "template": {"type": "labels", "operation": "add", "path": "a"}})
+    found = errors_of(policy)
+    assert [p for p, _ in found] == [f"{OV}.cue", f"{T}.value"]
+    assert "line 1, column 13: `/` is not supported" in found[0][1]
 
 
 def test_every_problem_in_one_policy_is_reported() -> None:
@@ -444,7 +450,7 @@ def test_every_problem_in_one_policy_is_reported() -> None:
                 {"overriders": {"cel": "object.", "plaintext": [{"op": "add", "path": "a"}], "extra": 1}},
                 {"overriders": {"template": {"type": "resourcesOversell", "operation": "add",
                                              "resourcesOversell": {"cpuFactor": "2"}}}},
-                {"targetOperations": ["PATCH"], "overriders": {"cue": "x: 1"}},
+                {"targetOperations": ["PATCH"], "overriders": {"cue": "x: 1"}},  # no patches
             ],
         },
     }
@@ -498,12 +504,9 @@ def test_invalid_data_files_name_their_field() -> None:
 # --- what compiles ---------------------------------------------------------------------------
 
 
-def test_examples_compile_without_warnings_except_cue_ones() -> None:
+def test_examples_compile_without_warnings() -> None:
     for path in sorted((DATA / "examples").rglob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
-            if "cue:" in path.read_text():
-                assert any(r == CUE_REFUSED for _, r in errors_of(doc)), path.name
-                continue
             assert compile_policy(doc).warnings == (), path.name
 
 

