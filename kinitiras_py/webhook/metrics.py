@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -17,7 +17,6 @@ from kinitiras_py.base.bounded import Cache
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, Verdict
 from kinitiras_py.webhook import answers
-from kinitiras_py.certs.tls import ReloadableTLS
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # 2.0 is 80% of the default 2.5 s deadline: the alert on p99 near the deadline reads that bucket edge.
@@ -234,12 +233,21 @@ class _Results:
                           "Memory held by remembered answers")
 
 
+class Served(Protocol):
+    """The served certificate pair as the metrics read it (``certs.tls.ReloadableTLS``, which the
+    webhook does not import: certs and webhook stay independent)."""
+
+    @property
+    def not_after(self) -> float | None:
+        """When the served leaf certificate expires (Unix seconds), or None before the first load."""
+
+
 class _Certificate:
     """When the serving certificate this replica presents expires, read when scraped (it changes
     whenever the rotator or a file reload swaps it)."""
 
     def __init__(self) -> None:
-        self.tls: ReloadableTLS | None = None
+        self.tls: Served | None = None
         """The served pair; None until ``serve`` hands it over (no sample until then)."""
 
     def collect(self) -> Iterator[Metric]:

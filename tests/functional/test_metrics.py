@@ -15,10 +15,10 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from kinitiras_py.certs import authority
+from kinitiras_py.certs.tls import ReloadableTLS
 from kinitiras_py.runtime.running import update_gauges
 from kinitiras_py.webhook.app import make_app
 from kinitiras_py.webhook.handlers import Handlers
-from kinitiras_py.certs.tls import ReloadableTLS
 from tests.functional.test_webhook import (
     DENY_NS,
     DEPLOYMENT,
