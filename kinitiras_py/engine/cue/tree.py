@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kinitiras_py.base.errors import KinitirasError
+
 Pos = tuple[int, int]
 
 
-class Unsupported(Exception):
+class Unsupported(KinitirasError):
     """A construct outside the subset (or a syntax error), at ``pos`` (line, column; from 1)."""
 
     def __init__(self, pos: Pos, what: str) -> None:
