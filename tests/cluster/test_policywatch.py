@@ -73,6 +73,7 @@ spec:
 
 
 def cue_cvp(name: str) -> str:
+    """A policy whose CUE rule is outside the compiled subset (division), so it never compiles."""
     return f"""
 apiVersion: policy.kcloudlabs.io/v1alpha1
 kind: ClusterValidatePolicy
@@ -83,7 +84,8 @@ spec:
   validateRules:
     - targetOperations: [DELETE]
       cue: |-
-        validate: {{valid: true}}
+        object: _ @tag(object)
+        validate: {{valid: len(object.metadata.name) / 2 > 1}}
 """
 
 

@@ -208,8 +208,9 @@ spec:
     overriders:
       cue: |-
         object: _ @tag(object)
-        patches: [{op: "add", path: "/metadata/annotations/added-by", value: "cue"}]
-""", ["spec.overrideRules[0].overriders.cue", "cel"]),
+        half: len(object.metadata.name) / 2
+        patches: [{op: "add", path: "/metadata/annotations/half", value: "\\(half)"}]
+""", ["spec.overrideRules[0].overriders.cue", "line 2, column 33", "`/` is not supported"]),
     "invalid-cel": ("vp", """
 apiVersion: policy.kcloudlabs.io/v1alpha1
 kind: ValidatePolicy
