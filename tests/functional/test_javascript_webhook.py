@@ -56,9 +56,9 @@ async def test_probes_answer_while_a_script_runs(aiohttp_client: Any) -> None:
     assert health.status == 200 and time.monotonic() - started < 0.5 and not mutating.done()
     status, doc = await mutating
     assert status == 200 and doc["response"]["allowed"] is True
-    # Stopped by its CPU-time limit, or given up on at 2 s of wall time on a busy machine.
+    # Stopped by its CPU-time limit, or given up on at the request's deadline on a very busy machine.
     warnings = " ".join(doc["response"]["warnings"])
-    assert "ran longer than its 1500 ms limit" in warnings or "did not finish within its time limit (2 s" in warnings
+    assert "ran longer than its 1500 ms limit" in warnings or "its deadline passed" in warnings
 
 
 async def test_a_result_is_sent_as_a_patch_and_a_denial_as_403(aiohttp_client: Any) -> None:

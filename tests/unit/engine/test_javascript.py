@@ -193,19 +193,19 @@ def test_the_time_limit_stops_a_script_and_the_next_call_starts_afresh() -> None
     assert run(policy).object["metadata"]["labels"]["calls"] == "1"
     spinning = copy.deepcopy(POD)
     spinning["metadata"]["name"] = "spin"
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: what the limit bounds, whatever the machine's load
     m = run(policy, spinning)
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert m.failure is not None and "ran longer than its 50 ms limit" in m.failure.reason
     # The interrupted context was dropped: the script was loaded again, its globals anew.
     assert run(policy).object["metadata"]["labels"]["calls"] == "1"
 
 
 def test_the_default_time_limit_is_100_ms() -> None:
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: what the limit bounds, whatever the machine's load
     m = run(override("function jsa_mutate() { while (true) {} }"))
     assert m.failure is not None and "100 ms limit" in m.failure.reason
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 def test_a_getter_in_the_result_runs_under_the_time_limit() -> None:
