@@ -85,3 +85,14 @@ async def test_a_policy_with_a_syntax_error_is_refused_with_its_line(aiohttp_cli
     response = doc["response"]
     assert response["allowed"] is False and response["status"]["code"] == 403
     assert "spec.overrideRules[0].overriders.javascript.source: line 3: SyntaxError" in response["status"]["message"]
+
+
+async def test_admitting_a_policy_waits_for_its_scripts_no_longer_than_the_deadline(aiohttp_client: Any) -> None:
+    # Its top level may run 500 ms of CPU time; the webhook's 0.2 s deadline bounds the wait for it.
+    client: TestClient = await aiohttp_client(make_app(make_handlers([], deadline=0.2)))
+    looping = script_policy("looping", "while (true) {}\n" + SPIN, timeout_ms=2000)
+    started = time.monotonic()
+    _status, doc = await post(client, "/validate", review("CREATE", looping))
+    assert time.monotonic() - started < 0.45
+    response = doc["response"]
+    assert response["allowed"] is False and "its deadline passed" in response["status"]["message"]

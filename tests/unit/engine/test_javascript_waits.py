@@ -37,7 +37,7 @@ def compile_js(source: str, **limits: Any) -> jsrules.JsProgram:
     return jsrules.compile_javascript({"source": source, **limits}, jsrules.MUTATE, "javascript", "p")
 
 
-def test_a_script_queued_behind_a_busy_thread_still_gets_its_own_wall_time() -> None:
+def test_a_script_queued_behind_a_busy_thread_is_not_failed() -> None:
     script = jsruntime.Script(OK, timeout_ms=100)  # waits 0.6 s once started
     script.load(NAMES)
     occupy(script, 0.8)
