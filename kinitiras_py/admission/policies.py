@@ -12,7 +12,7 @@ from kinitiras_py.admission.pipeline import Request
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import Obj, Patch
-from kinitiras_py.engine import sidecars
+from kinitiras_py.engine import jsrules, sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.refs.egress import Egress
@@ -54,14 +54,16 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
     return ops + compiled.rendered_field_ops(doc)
 
 
-def admit_policy(request: Request, egress: Egress) -> PolicyAdmission:
+def admit_policy(request: Request, egress: Egress, seconds: float = float("inf")) -> PolicyAdmission:
     """Check a policy on CREATE/UPDATE (its http references against the operator's ``egress``
-    setting too) and render its templates; other operations pass untouched."""
+    setting too) and render its templates; other operations pass untouched. Loading its scripts
+    gives up after ``seconds`` (the request's deadline)."""
     if request.operation not in ("CREATE", "UPDATE"):
         return PolicyAdmission()
     obj = request.object
     try:
-        compiled = compile_policy(obj)
+        with jsrules.request_deadline(seconds):
+            compiled = compile_policy(obj)
         httprefs.check(compiled, egress)
     except PolicyErrors as e:
         return PolicyAdmission(error=str(e))

@@ -79,6 +79,13 @@ def request_deadline(seconds: float) -> Iterator[None]:
         _deadline.reset(token)
 
 
+def _admission_until() -> float | None:
+    """When loading a script must be given up on: the deadline of the request admitting its policy
+    (:func:`request_deadline`), or None without one (offline: the runtime's own bound)."""
+    until = _deadline.get()
+    return None if until == float("inf") else until
+
+
 def parameters_of(text: str, function: str, allowed: tuple[str, ...] = PARAMETERS) -> tuple[str, ...]:
     """The parameter names in a function's source text; ValueError when they are not plain
     names among ``allowed`` (a default, a destructuring pattern, an unknown name)."""
@@ -112,7 +119,8 @@ def compile_javascript(spec: JSON, function: str, path: str, owner: str = "") ->
     """Load the ``javascript`` field at ``path`` of policy ``owner`` for calling ``function``.
     PolicyErrors name the field (a syntax error, its line). A script without watch hooks that
     takes ``state`` has it built (jsa_init) at once; one with watch hooks moves to a watch thread
-    and waits for :meth:`.jshooks.Hooks.start`."""
+    and waits for :meth:`.jshooks.Hooks.start`. Inside :func:`request_deadline` the load gives up
+    at that deadline."""
     if not isinstance(spec, dict) or not isinstance(spec.get("source"), str) or not spec["source"].strip():
         raise PolicyError(f"{path}.source", f"required: a script defining {function}")
     errors: list[PolicyError] = []
@@ -134,7 +142,7 @@ def compile_javascript(spec: JSON, function: str, path: str, owner: str = "") ->
     script = jsruntime.Script(spec["source"], limits[0], limits[1], name=f"{owner}: {path}" if owner else path)
     other = VALIDATE if function == MUTATE else MUTATE
     try:
-        script.load((function, other, *HOOKS))
+        script.load((function, other, *HOOKS), _admission_until())
     except jsruntime.JsLoadError as e:
         where = f"line {e.line}: " if e.line else ""
         raise PolicyError(f"{path}.source", f"{where}{e.reason}") from None

@@ -124,7 +124,7 @@ class Handlers:
         if req.operation == "CONNECT":
             return codec.allowed(review.api_version, review.uid), 200
         if policies.is_policy(req.object):
-            admission = policies.admit_policy(req, self.pipeline.egress)
+            admission = policies.admit_policy(req, self.pipeline.egress, self.deadline)
             if admission.error is not None:
                 return codec.denied(review.api_version, review.uid, admission.error, 403), 403
             return codec.allowed(review.api_version, review.uid, admission.patch, admission.warnings), 200
@@ -149,7 +149,7 @@ class Handlers:
             return codec.allowed(review.api_version, review.uid), 200
         warnings: list[str] = []
         if policies.is_policy(req.object):
-            admission = policies.admit_policy(req, self.pipeline.egress)
+            admission = policies.admit_policy(req, self.pipeline.egress, self.deadline)
             if admission.error is not None:
                 return codec.denied(review.api_version, review.uid, admission.error, 403), 403
             warnings += admission.warnings

@@ -19,9 +19,11 @@ and a script cannot replace the conversion (quickjs' own ``Object.json()`` runs 
 
 The time limit is quickjs' interrupt check, which measures the process' CPU time since the call
 began: a script may be stopped sooner than its limit when other threads are busy, and later in
-wall time when the machine is. So callers also wait no longer than the limit plus :data:`GRACE`
-seconds of wall time, nor past the wall time they are given (the request's deadline); a call not
-started by then is dropped, one running is left to its interrupt.
+wall time when the machine is. That limit is what bounds a script. Callers wait for it until their
+deadline (a request's, shared by its scripts and by loading a policy's scripts at admission), and
+without one (offline) for at most :data:`WAIT` seconds; a call not started by then is dropped, one
+running is left to its interrupt. A wall-time bound near the CPU-time limit would be a proxy that
+breaks when the CPU is shared: sound policies refused, sound rules failing, on a busy machine.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ import concurrent.futures
 import itertools
 import json
 import logging
+import math
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -42,8 +46,10 @@ from kinitiras_py.api.javascript import DEFAULT_MEMORY_MIB, DEFAULT_TIMEOUT_MS
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON
 
-GRACE = 0.5
-"""Seconds a caller waits beyond the time limit (queueing behind another script, conversion)."""
+WAIT = 10.0
+"""Seconds of wall time a caller without a deadline (offline) waits for its call, queueing behind
+other scripts on its thread included: a few times the longest CPU-time limit (2 s), for a busy
+machine."""
 _STACK_BYTES = 8 * 1024 * 1024  # the thread's C stack; quickjs stops JS recursion at 1 MiB
 _MIB = 1024 * 1024
 _T = TypeVar("_T")
@@ -166,14 +172,25 @@ def _executor(index: int) -> concurrent.futures.ThreadPoolExecutor:
         return _pools[index]
 
 
-def on_js_thread(index: int, fn: Callable[..., _T], *args: Any, wait: float) -> _T:
-    """Run ``fn(*args)`` on JavaScript thread ``index``; JsError when it takes longer than ``wait``."""
-    future = _executor(index).submit(fn, *args)
+def on_js_thread(index: int, fn: Callable[..., _T], *args: Any, until: float | None = None) -> _T:
+    """Run ``fn(*args)`` on JavaScript thread ``index``, waiting until ``until`` (a finite
+    :func:`time.monotonic` instant; by default :data:`WAIT` seconds from now): JsError past it."""
+    started = threading.Event()
+
+    def timed() -> _T:
+        started.set()
+        return fn(*args)
+
+    end = time.monotonic() + WAIT if until is None else until
+    future = _executor(index).submit(timed)
     try:
-        return future.result(timeout=max(wait, 0.001))
+        return future.result(timeout=max(end - time.monotonic(), 0.001))
     except concurrent.futures.TimeoutError:
-        future.cancel()
-        raise JsError(f"the script did not finish within its time limit ({wait:.3g} s of wall time)") from None
+        if not started.is_set() and future.cancel():
+            raise JsError("the script could not start in time: scripts before it on its thread are still "
+                          "running") from None
+        raise JsError("the script did not finish in time (its deadline passed before its time limit stopped "
+                      "it)") from None
 
 
 def describe_error(error: Exception, where: bool = True) -> str:
@@ -227,10 +244,11 @@ class Script:
         self._thread = THREADS + next(_watch_assigned) % WATCH_THREADS
         self._context, self._call = None, None
 
-    def load(self, names: tuple[str, ...]) -> None:
+    def load(self, names: tuple[str, ...], until: float | None = None) -> None:
         """Load the source now (JsLoadError when it does not parse or its top level fails) and
-        note what ``names`` are in it."""
-        on_js_thread(self._thread, self._load_named, names, wait=min(self.timeout, LOAD_LIMIT) + GRACE)
+        note what ``names`` are in it. Waits until ``until`` (a :func:`time.monotonic` instant:
+        the admission's deadline; by default :data:`WAIT` seconds)."""
+        on_js_thread(self._thread, self._load_named, names, until=until)
 
     def _load_named(self, names: tuple[str, ...]) -> None:
         context = self._load()
@@ -265,15 +283,16 @@ class Script:
         """``name(*args)``'s result, converted to JSON (undefined and functions are null).
 
         ``time_limit`` (seconds) lowers the script's own limit, never raises it, and is also the
-        most wall time the caller waits. ``state``, when given, says where the state goes. JsError
-        when the script throws, is interrupted, runs out of memory, returns what JSON cannot hold,
-        does not finish in time, or binds a state that is not ready or failed.
+        most wall time the caller waits (by default :data:`WAIT`). ``state``, when given, says
+        where the state goes. JsError when the script throws, is interrupted, runs out of memory,
+        returns what JSON cannot hold, does not finish in time, or binds a state that is not ready
+        or failed.
         """
         # Under a wall-time bound the CPU limit is a little shorter, so that it normally ends the script.
         limit = self.timeout if time_limit is None else max(min(time_limit * 0.9, self.timeout), 0.001)
-        wait = limit + GRACE if time_limit is None else min(limit + GRACE, time_limit)
+        until = time.monotonic() + time_limit if time_limit is not None and math.isfinite(time_limit) else None
         text = self._arguments(args)
-        return on_js_thread(self._thread, self._invoke, name, text, limit, state, wait=wait)
+        return on_js_thread(self._thread, self._invoke, name, text, limit, state, until=until)
 
     def submit(self, name: str, args: list[JSON], state: Binding | None = None) -> concurrent.futures.Future[JSON]:
         """Queue ``name(*args)`` on the script's thread, under its own limits, without waiting:

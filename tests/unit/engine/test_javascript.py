@@ -193,19 +193,19 @@ def test_the_time_limit_stops_a_script_and_the_next_call_starts_afresh() -> None
     assert run(policy).object["metadata"]["labels"]["calls"] == "1"
     spinning = copy.deepcopy(POD)
     spinning["metadata"]["name"] = "spin"
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: what the limit bounds, whatever the machine's load
     m = run(policy, spinning)
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert m.failure is not None and "ran longer than its 50 ms limit" in m.failure.reason
     # The interrupted context was dropped: the script was loaded again, its globals anew.
     assert run(policy).object["metadata"]["labels"]["calls"] == "1"
 
 
 def test_the_default_time_limit_is_100_ms() -> None:
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: what the limit bounds, whatever the machine's load
     m = run(override("function jsa_mutate() { while (true) {} }"))
     assert m.failure is not None and "100 ms limit" in m.failure.reason
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 def test_a_getter_in_the_result_runs_under_the_time_limit() -> None:
@@ -239,8 +239,9 @@ def test_the_request_deadline_bounds_every_script() -> None:
         m = run(policy)
     assert time.monotonic() - started < 1.0
     assert m.failure is not None and "limit" in m.failure.reason
+    echo = override("function jsa_mutate(obj) { return {Result: obj} }")  # loading, too, is bounded by a deadline
     with jsrules.request_deadline(-1):
-        spent = run(override("function jsa_mutate(obj) { return {Result: obj} }"))
+        spent = run(echo)
     assert spent.failure is not None and "no time is left" in spent.failure.reason
 
 
@@ -271,12 +272,10 @@ def test_a_top_level_loop_is_stopped_at_admission() -> None:
 
 
 def test_loading_runs_the_top_level_for_at_most_500_ms_whatever_the_rule_limit() -> None:
-    started = time.monotonic()
+    # Stopped by its CPU-time limit: offline, the wall-time wait is generous enough for a busy
+    # machine (how a deadline bounds it is in test_javascript_waits.py).
     [(_path, reason)] = refusal("while (true) {}\nfunction jsa_mutate() {}", timeoutMs=2000)
-    # Stopped by its CPU-time limit, or given up on at 1 s of wall time when the machine is busy.
-    assert reason in ("line 1: the script's top level ran longer than its 500 ms limit",
-                      "the script cannot be loaded: the script did not finish within its time limit (1 s of wall time)")
-    assert time.monotonic() - started < 1.5
+    assert reason == "line 1: the script's top level ran longer than its 500 ms limit"
 
 
 def test_the_function_must_exist_with_parameters_bound_by_name() -> None:
