@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kinitiras_py.engine.cue import packages
 from kinitiras_py.engine.cue import tree as s
 from kinitiras_py.engine.cue.compiler import err
 from kinitiras_py.engine.cue.tree import Unsupported
@@ -167,8 +168,7 @@ def _against_literal(c: Compiler, op: str, left: str, value: object, mismatch: s
     return f"cel.bind({v}, dyn({left}), {kind} ? {v} {op} {lit} : {mismatch})"
 
 
-_STRING_TESTS = {"strings.HasPrefix": "startsWith", "strings.HasSuffix": "endsWith", "strings.Contains": "contains"}
-FUNCTIONS = ("len", "list.Contains", "strings.Join", *_STRING_TESTS)
+FUNCTIONS = ("len", *packages.FUNCTIONS)
 
 
 def _call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
@@ -177,31 +177,14 @@ def _call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
                                                    or package in ctx.env)):
         raise Unsupported(node.pos, f"call of `{node.name}` is not supported (only {', '.join(FUNCTIONS)}, "
                                     "with their package imported)")
-    if len(node.args) != (1 if node.name == "len" else 2):
-        raise Unsupported(node.pos, f"`{node.name}` takes {1 if node.name == 'len' else 2} arguments")
     if node.name != "len":
-        return _package_call(c, node, ctx)
+        return packages.call(c, node, ctx)
+    if len(node.args) != 1:
+        raise Unsupported(node.pos, "`len` takes 1 argument")
     v = c.fresh("n")
     return (f"cel.bind({v}, dyn({expr(c, node.args[0], ctx)}), type({v}) == string ? size(bytes({v})) : "
             f"type({v}) == list || type({v}) == map || type({v}) == bytes ? size({v}) : "
             f"{err('conflict', 'len of a value that has no length')})")
-
-
-def _package_call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
-    first, second = (expr(c, a, ctx) for a in node.args)
-    bad = err("conflict", f"invalid arguments to {node.name}")
-    if node.name in _STRING_TESTS:
-        return _bind2(c, first, second, "type({l}) == string && type({r}) == string ? {l}."
-                      + _STRING_TESTS[node.name] + "({r}) : " + bad)
-    e = c.fresh("e")
-    if node.name == "strings.Join":
-        return _bind2(c, first, second, f"type({{l}}) == list && type({{r}}) == string && "
-                      f"{{l}}.all({e}, type({e}) == string) ? {{l}}.join({{r}}) : {bad}")
-    # list.Contains compares strictly (1 and 1.0 differ); structs and lists inside are not compared.
-    nested = err("unsupported", "list.Contains of structs or lists")
-    return _bind2(c, first, second, f"type({{l}}) != list ? {bad} : type({{r}}) == map || type({{r}}) == list || "
-                  f"{{l}}.exists({e}, type({e}) == map || type({e}) == list) ? {nested} : "
-                  f"{{l}}.exists({e}, type({e}) == type({{r}}) && {e} == {{r}})")
 
 
 def _disjunction(node: s.Disjunction) -> str:
