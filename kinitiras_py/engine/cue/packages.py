@@ -64,10 +64,10 @@ def call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
     names = [c.fresh("a") for _ in kinds]
     checks = [f"type({v}) == {k}" for v, k in zip(names, kinds, strict=True) if k]
     filled = body.format(**{f"a{i}": v for i, v in enumerate(names)}, e=c.fresh("e"),
-                         bad=err("conflict", f"invalid arguments to {node.name}"),
+                         bad=err("invalid", f"invalid arguments to {node.name}"),
                          no=err("unsupported", f"{node.name} of these arguments (see docs/cue.md)"),
                          nested=err("unsupported", "list.Contains of structs or lists"))
-    result = f"{' && '.join(checks)} ? ({filled}) : {err('conflict', f'invalid arguments to {node.name}')}"
+    result = f"{' && '.join(checks)} ? ({filled}) : {err('invalid', f'invalid arguments to {node.name}')}"
     for var, arg in reversed(list(zip(names, node.args, strict=True))):
         result = f"cel.bind({var}, dyn({expr(c, arg, ctx)}), {result})"
     return result
