@@ -18,6 +18,7 @@ from kinitiras_py.base.errors import KinitirasError, RuleDenied, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import injection, jsrules, lastapplied, origin, patchlog, selection, sidecars
 from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
+from kinitiras_py.engine.cue import errors as cue_errors
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.kubemod import fanout
@@ -79,7 +80,9 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
     for program, what, answers in ((rendered or rule.rendered, "the rendered template", True),
                                    (rule.cue, "the cue rule", False), (rule.cel, "the cel rule", False)):
         if program is not None:
-            apply(_patch_ops(program.evaluate(_inputs(working, draft, variables, bound)), what, answers))
+            given = _inputs(working, draft, variables, bound)
+            value = cue_errors.evaluate(program, given) if program is rule.cue else program.evaluate(given)
+            apply(_patch_ops(value, what, answers))
     if rule.javascript is not None:
         ops = jsrules.mutate_ops(rule.javascript, draft.doc, variables)
         apply(ops or [])

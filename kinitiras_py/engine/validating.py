@@ -21,6 +21,7 @@ from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine import jsrules
 from kinitiras_py.engine.compiled import CompiledPolicy, ValidateRule
+from kinitiras_py.engine.cue import errors as cue_errors
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.overriding import RuleKey
 from kinitiras_py.engine.results import PolicyId, RuleCheck, RuleFailure, RuleId, Verdict
@@ -50,7 +51,8 @@ def check_rule(rule: ValidateRule, variables: Mapping[str, Any] | Bindings) -> t
                           (rule.cel, "the cel rule")):
         if program is None:
             continue
-        valid, reason = _outcome(program.evaluate(variables), what)
+        value = cue_errors.evaluate(program, variables) if program is rule.cue else program.evaluate(variables)
+        valid, reason = _outcome(value, what)
         if not valid:
             return False, reason or rule.message or default_message(rule)
     if rule.javascript is not None:

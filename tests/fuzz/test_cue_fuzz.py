@@ -23,7 +23,10 @@ from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.cue.compiler import compile_cue
 from kinitiras_py.engine.cue.syntax import Unsupported
 from tests.cue import harness
-from tests.cue.corpus import CASES
+from tests.cue.corpus import CASES as BASE_CASES
+from tests.cue.corpus_packages import PACKAGE_CASES
+
+CASES = BASE_CASES + PACKAGE_CASES
 
 LONG = os.environ.get("KINITIRAS_FUZZ") == "long"
 PROGRAMS = [case.program for case in CASES]

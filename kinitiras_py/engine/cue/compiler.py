@@ -26,8 +26,9 @@ OUTPUTS = {"override": "patches", "validate": "validate"}
 
 
 def err(kind: str, message: str) -> str:
-    """CEL failing with ``cue: <kind>: <message>``: ``incomplete`` and ``conflict`` where CUE fails
-    too, ``unsupported`` where CUE would compute a value the compiled program does not (docs/cue.md)."""
+    """CEL failing with ``cue: <kind>: <message>``: ``incomplete``, ``conflict`` and ``invalid`` (CUE's
+    other errors) where CUE fails too, ``unsupported`` where CUE would compute a value the compiled
+    program does not (docs/cue.md); :mod:`.errors` turns the kind into the rule error's class."""
     return f"dyn({{}})[{cel_string(f'cue: {kind}: {message}')}]"
 
 
@@ -94,13 +95,13 @@ class Compiler:
         self._check_helpers()
         if self.kind == "override":
             result = f"cel.bind(cue_out, dyn({body}), type(cue_out) == list ? cue_out : " \
-                     f"{err('conflict', 'patches must be a list')})"
+                     f"{err('invalid', 'patches must be a list')})"
         else:
             result = (f"cel.bind(cue_out, dyn({body}), type(cue_out) == map ? "
                       f"{{'valid': 'valid' in cue_out ? {self._bool('cue_out.valid', 'valid')} : true, "
                       f"'reason': 'reason' in cue_out ? cel.bind(cue_r, dyn(cue_out.reason), type(cue_r) == string ? "
-                      f"cue_r : {err('conflict', 'reason must be a string')}) : ''}} : "
-                      f"{err('conflict', 'validate must be a struct')})")
+                      f"cue_r : {err('invalid', 'reason must be a string')}) : ''}} : "
+                      f"{err('invalid', 'validate must be a struct')})")
         for helper in reversed(self.order):
             if helper.source is not None:
                 result = f"cel.bind({helper.var}, dyn({helper.source}), {result})"
@@ -216,7 +217,7 @@ class Compiler:
     def _bool(self, source: str, what: str) -> str:
         var = self.fresh("b")
         return f"cel.bind({var}, dyn({source}), type({var}) == bool ? {var} : " \
-               f"{err('conflict', f'{what} must be a bool')})"
+               f"{err('invalid', f'{what} must be a bool')})"
 
 
 def _constant(node: s.Node) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kinitiras_py.engine.cue import packages
 from kinitiras_py.engine.cue import tree as s
 from kinitiras_py.engine.cue.compiler import err
 from kinitiras_py.engine.cue.tree import Unsupported
@@ -32,7 +33,7 @@ def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
     if isinstance(node, s.Top):
         return err("incomplete", "incomplete value _")
     if isinstance(node, s.Bottom):
-        return err("conflict", "explicit error (_|_ literal)")
+        return err("invalid", "explicit error (_|_ literal)")
     if isinstance(node, s.Ref):
         return c.ref(node, ctx)
     if isinstance(node, s.Sel):
@@ -55,10 +56,13 @@ def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
 
 
 def _bind2(c: Compiler, left: str, right: str, body: str) -> str:
-    """``body`` with ``{l}`` and ``{r}`` standing for the bound operands."""
+    """``body`` with ``{l}`` and ``{r}`` standing for the bound operands. Both are evaluated first:
+    CEL's ``&&`` would otherwise absorb a failing operand's error in the kind checks, and the program
+    would fail as a mismatch where CUE reports the operand's own (e.g. incomplete) error."""
     lv, rv = c.fresh("l"), c.fresh("r")
     body = body.replace("{l}", lv).replace("{r}", rv)
-    return f"cel.bind({lv}, dyn({left}), cel.bind({rv}, dyn({right}), {body}))"
+    return f"cel.bind({lv}, dyn({left}), cel.bind({rv}, dyn({right}), size([{lv}, {rv}]) == 2 ? ({body}) : " \
+           f"{err('invalid', '')}))"
 
 
 def _text(c: Compiler, source: str) -> str:
@@ -66,13 +70,13 @@ def _text(c: Compiler, source: str) -> str:
     return (f"cel.bind({v}, dyn({source}), type({v}) == string ? {v} : type({v}) == int ? string({v}) : "
             f"type({v}) == bool ? ({v} ? 'true' : 'false') : type({v}) == double ? "
             f"{err('unsupported', 'interpolation of a float')} : "
-            f"{err('conflict', 'interpolation of a value that is not a string, a number or a bool')})")
+            f"{err('invalid', 'interpolation of a value that is not a string, a number or a bool')})")
 
 
 def strict_bool(c: Compiler, source: str, what: str) -> str:
     """``source`` when it is a bool, else a failure (CUE never reads another kind as a truth value)."""
     v = c.fresh("b")
-    return f"cel.bind({v}, dyn({source}), type({v}) == bool ? {v} : {err('conflict', f'{what} must be a bool')})"
+    return f"cel.bind({v}, dyn({source}), type({v}) == bool ? {v} : {err('invalid', f'{what} must be a bool')})"
 
 
 def _index(c: Compiler, node: s.Index, ctx: _Ctx) -> str:
@@ -81,7 +85,7 @@ def _index(c: Compiler, node: s.Index, ctx: _Ctx) -> str:
         return f"{base}[{cel_literal(node.index.value)}]"
     v = c.fresh("i")
     return (f"cel.bind({v}, dyn({expr(c, node.index, ctx)}), type({v}) == int || type({v}) == string ? "
-            f"{base}[{v}] : {err('conflict', 'an index must be an int or a string')})")
+            f"{base}[{v}] : {err('invalid', 'an index must be an int or a string')})")
 
 
 def _unary(c: Compiler, node: s.Unary, ctx: _Ctx) -> str:
@@ -92,7 +96,7 @@ def _unary(c: Compiler, node: s.Unary, ctx: _Ctx) -> str:
             return f"({cel_literal(-node.operand.value)})"  # type: ignore[operator]
         v = c.fresh("n")
         return f"cel.bind({v}, dyn({expr(c, node.operand, ctx)}), {_NUM.format(v)} ? -{v} : " \
-               f"{err('conflict', 'the operand of - must be a number')})"
+               f"{err('invalid', 'the operand of - must be a number')})"
     raise Unsupported(node.pos, f"unary `{node.op}` is not supported here (a default `*` belongs in a disjunction)")
 
 
@@ -106,7 +110,7 @@ def _binary(c: Compiler, node: s.Binary, ctx: _Ctx) -> str:
         raise Unsupported(node.pos, "`/` is not supported: CUE divides into exact decimals, CEL into floats")
     if op == "|":
         raise Unsupported(node.pos, "disjunctions are supported of constants only")
-    mismatch = err("conflict", f"invalid operands to {op}")
+    mismatch = err("invalid", f"invalid operands to {op}")
     if op in ("==", "!=", "<", "<=", ">", ">=") and isinstance(node.right, s.Lit):
         return _against_literal(c, op, expr(c, node.left, ctx), node.right.value, mismatch)
     left, right = expr(c, node.left, ctx), expr(c, node.right, ctx)
@@ -167,8 +171,7 @@ def _against_literal(c: Compiler, op: str, left: str, value: object, mismatch: s
     return f"cel.bind({v}, dyn({left}), {kind} ? {v} {op} {lit} : {mismatch})"
 
 
-_STRING_TESTS = {"strings.HasPrefix": "startsWith", "strings.HasSuffix": "endsWith", "strings.Contains": "contains"}
-FUNCTIONS = ("len", "list.Contains", "strings.Join", *_STRING_TESTS)
+FUNCTIONS = ("len", *packages.FUNCTIONS)
 
 
 def _call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
@@ -177,31 +180,14 @@ def _call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
                                                    or package in ctx.env)):
         raise Unsupported(node.pos, f"call of `{node.name}` is not supported (only {', '.join(FUNCTIONS)}, "
                                     "with their package imported)")
-    if len(node.args) != (1 if node.name == "len" else 2):
-        raise Unsupported(node.pos, f"`{node.name}` takes {1 if node.name == 'len' else 2} arguments")
     if node.name != "len":
-        return _package_call(c, node, ctx)
+        return packages.call(c, node, ctx)
+    if len(node.args) != 1:
+        raise Unsupported(node.pos, "`len` takes 1 argument")
     v = c.fresh("n")
     return (f"cel.bind({v}, dyn({expr(c, node.args[0], ctx)}), type({v}) == string ? size(bytes({v})) : "
             f"type({v}) == list || type({v}) == map || type({v}) == bytes ? size({v}) : "
-            f"{err('conflict', 'len of a value that has no length')})")
-
-
-def _package_call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
-    first, second = (expr(c, a, ctx) for a in node.args)
-    bad = err("conflict", f"invalid arguments to {node.name}")
-    if node.name in _STRING_TESTS:
-        return _bind2(c, first, second, "type({l}) == string && type({r}) == string ? {l}."
-                      + _STRING_TESTS[node.name] + "({r}) : " + bad)
-    e = c.fresh("e")
-    if node.name == "strings.Join":
-        return _bind2(c, first, second, f"type({{l}}) == list && type({{r}}) == string && "
-                      f"{{l}}.all({e}, type({e}) == string) ? {{l}}.join({{r}}) : {bad}")
-    # list.Contains compares strictly (1 and 1.0 differ); structs and lists inside are not compared.
-    nested = err("unsupported", "list.Contains of structs or lists")
-    return _bind2(c, first, second, f"type({{l}}) != list ? {bad} : type({{r}}) == map || type({{r}}) == list || "
-                  f"{{l}}.exists({e}, type({e}) == map || type({e}) == list) ? {nested} : "
-                  f"{{l}}.exists({e}, type({e}) == type({{r}}) && {e} == {{r}})")
+            f"{err('invalid', 'len of a value that has no length')})")
 
 
 def _disjunction(node: s.Disjunction) -> str:
@@ -278,7 +264,7 @@ def struct(c: Compiler, node: s.Struct, ctx: _Ctx) -> str:
     result = "{" + ", ".join(items) + "}"
     if binds:
         # Every condition is evaluated, as CUE does, even where ``||`` would skip a failing one.
-        result = f"size([{', '.join(var for var, _ in binds)}]) == {len(binds)} ? {result} : {err('conflict', '')}"
+        result = f"size([{', '.join(var for var, _ in binds)}]) == {len(binds)} ? {result} : {err('invalid', '')}"
     for var, cond in reversed(binds):
         result = f"cel.bind({var}, dyn({cond}), {result})"
     return result
@@ -354,7 +340,7 @@ def _clauses(c: Compiler, clauses: tuple[s.Clause, ...], body: s.Struct, ctx: _C
         return f"cel.bind({src}, {expr(c, clause.source, ctx)}, {loop})"
     return (f"cel.bind({src}, dyn({expr(c, clause.source, ctx)}), type({src}) == list ? {loop} : "
             f"type({src}) == map ? {err('unsupported', 'for over a struct')} : "
-            f"{err('conflict', 'for over a value that is neither a list nor a struct')})")
+            f"{err('invalid', 'for over a value that is neither a list nor a struct')})")
 
 
 def _element(c: Compiler, body: s.Struct, ctx: _Ctx) -> str:

@@ -7,7 +7,10 @@ from typing import Any
 import pytest
 
 from tests.cue import harness
-from tests.cue.corpus import CASES
+from tests.cue.corpus import CASES as BASE_CASES
+from tests.cue.corpus_packages import DIFFERENCES, PACKAGE_CASES
+
+CASES = BASE_CASES + PACKAGE_CASES
 
 RUNS = [(case, obj) for case in CASES for obj in case.objects]
 
@@ -31,3 +34,20 @@ def test_same_as_real_cue(index: int, real_results: list[tuple[Any, str]]) -> No
     got = harness.ours(case, obj)
     assert harness.agrees(got, expected, exact=True), \
         f"{case.name}: CUE gave {expected!r} {cue_error}; compiled CEL gave {got!r}"
+
+
+DIFFERENT_RUNS = [(case, obj) for case in DIFFERENCES for obj in case.objects]
+
+
+@pytest.mark.parametrize("index", range(len(DIFFERENT_RUNS)),
+                         ids=[f"{c.name}-{o['metadata']['name']}" for c, o in DIFFERENT_RUNS])
+def test_documented_difference_fails_unsupported(index: int) -> None:
+    """Where Go and CEL part (non-ASCII case, empty separators, other bases), real CUE gives a value
+    and the compiled program a rule error marked unsupported, never a different value."""
+    missing = harness.oracle_missing()
+    if missing:
+        pytest.skip(f"real CUE is needed for these tests: {missing}")
+    case, obj = DIFFERENT_RUNS[index]
+    (expected, cue_error), = harness.real([(case, obj)])
+    assert not harness.failed(expected), f"{case.name}: CUE failed ({cue_error}); move it to the corpus"
+    assert harness.ours(case, obj) == harness.UNSUPPORTED

@@ -44,10 +44,23 @@ def test_validate_reads_old_object_on_update_only() -> None:
     assert check_rule(rule, _variables("DELETE", new, old)) == (True, "")
 
 
-def test_validate_error_is_a_rule_error() -> None:
-    rule = _cvp('object: _\nvalidate: {valid: object.spec.replicas > 1}').rules[0]
-    with pytest.raises(CelEvalError, match="no such key: replicas"):
-        check_rule(rule, _variables("CREATE", {"spec": {}}))
+@pytest.mark.parametrize(("valid", "obj", "cls"), [
+    ("object.spec.replicas > 1", {"spec": {}}, r"cue error \(incomplete\): no such key: replicas"),
+    ('object.kind & "Pod" == "Pod"', {"kind": "Namespace"}, r"cue error \(conflict\): .*conflicting values"),
+    ('object.kind == 3', {"kind": "Pod"}, r"cue error \(other\): .*invalid operands to =="),
+])
+def test_validate_error_is_a_rule_error_naming_its_class(valid: str, obj: Any, cls: str) -> None:
+    rule = _cvp(f"object: _\nvalidate: {{valid: {valid}}}").rules[0]
+    with pytest.raises(CelEvalError, match=cls):
+        check_rule(rule, _variables("CREATE", obj))
+
+
+def test_override_error_names_its_class() -> None:
+    policy = compile_policy({"apiVersion": API, "kind": "ClusterOverridePolicy", "metadata": {"name": "o"},
+                             "spec": {"overrideRules": [{"overriders": {
+                                 "cue": 'object: _\npatches: [{op: "add", path: "/a", value: object.x}]'}}]}})
+    with pytest.raises(CelEvalError, match=r"cue error \(incomplete\): no such key: x"):
+        apply_rule({"kind": "Pod"}, policy.rules[0], policy, _variables("CREATE", {"kind": "Pod"}))
 
 
 def test_override_gets_object_only_and_runs_between_template_and_cel() -> None:
