@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from kinitiras_py.admission import httprefs
 from kinitiras_py.admission.pipeline import Decision, Pipeline, Request, with_namespace
+from kinitiras_py.admission.results import ObjectResult, ResourceRef, override_results, validate_results
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS, Obj
 from kinitiras_py.engine import jshooks
@@ -15,7 +16,6 @@ from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.offline.loader import InputError
-from kinitiras_py.offline.results import ObjectResult, ResourceRef, override_results, validate_results
 from kinitiras_py.offline.static import StaticHttp, StaticStore
 from kinitiras_py.refs.egress import Egress
 

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from kinitiras_py.admission.pipeline import Decision
+from kinitiras_py.admission.results import RESULTS, RuleResult
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.offline import apply, loader
 from kinitiras_py.offline.dumper import dump_yaml
 from kinitiras_py.offline.policyfiles import load_policies
-from kinitiras_py.offline.results import RESULTS, RuleResult
 from kinitiras_py.refs.egress import Egress
 
 TEST_FILE = "kinitiras-test.yaml"

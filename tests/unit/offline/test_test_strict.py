@@ -129,8 +129,8 @@ def test_junit_on_stdout_moves_the_text_to_stderr(tmp_path: Path) -> None:
 
 
 def test_docs_testing_md_documents_every_key_and_result() -> None:
+    from kinitiras_py.admission.results import COUNTERS, RESULTS
     from kinitiras_py.offline import testcases
-    from kinitiras_py.offline.results import COUNTERS, RESULTS
 
     text = (Path(__file__).resolve().parents[3] / "docs" / "testing.md").read_text()
     keys = testcases.FILE_KEYS | testcases.CASE_KEYS | testcases.EXPECT_KEYS | testcases.RULE_KEYS

@@ -1,4 +1,4 @@
-"""What offline ``apply`` and ``test`` found, per object and per rule, and its summary.
+"""What admission found (offline ``apply``, ``test`` and background scans), per object and per rule, and its summary.
 
 Each matched rule gets one :class:`RuleResult` per object, with a ``result`` spelled as Kyverno
 and PolicyReports (wgpolicyk8s.io) spell it, so that a PolicyReport writer maps one result to one
