@@ -144,7 +144,8 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from kinitiras_py.offline import apply, loader, results
+    from kinitiras_py.admission import results
+    from kinitiras_py.offline import apply, loader
     from kinitiras_py.offline.dumper import dump_yaml, dump_yaml_all
     from kinitiras_py.offline.policyfiles import load_policies
 
