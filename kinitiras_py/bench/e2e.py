@@ -128,7 +128,7 @@ _SKIPPED_BY_OURS = {IGNORE_LABEL: "true"}
 def ours_setup(total: int, k: int, cached: bool = True) -> SetUp:
     """Ours with ``k`` of ``total`` policies matching: its Pods' namespace holds ``k`` matching policies."""
     return SetUp(f"ours {k}/{total}" + ("" if cached else " uncached"), f"{workload.NAMESPACE}-{k}",
-                 frozenset(f"bench.example.com/policy-{i:04d}" for i in range(k)))
+                 frozenset(workload.policy_label(i) for i in range(k)))
 
 
 async def run(access: Access, total: int, matching: Sequence[int], pods: int, concurrency: Sequence[int],

@@ -92,7 +92,7 @@ def check(served: child.Served, pod: Obj, matching: int | None) -> None:
     (``matching``), the floor (None) once."""
     answer = asyncio.run(loadgen.once(served.url + "/mutate", review(pod), served.context))
     labels = set(jsonpatch.apply_patch(pod, patch_of(answer))["metadata"]["labels"]) - set(pod["metadata"]["labels"])
-    expected = {floor.LABEL} if matching is None else {f"bench.example.com/policy-{i:04d}" for i in range(matching)}
+    expected = {floor.LABEL} if matching is None else {workload.policy_label(i) for i in range(matching)}
     if labels != expected:
         raise RuntimeError(f"benchmark setup is wrong: the webhook added the labels {sorted(labels)}, "
                            f"expected {sorted(expected)}")

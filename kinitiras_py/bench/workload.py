@@ -39,6 +39,11 @@ def pod() -> Obj:
     }
 
 
+def policy_label(index: int) -> str:
+    """The label matching policy ``index`` adds."""
+    return f"bench.example.com/policy-{index:04d}"
+
+
 def matching_policy(index: int = 0, namespace: str = NAMESPACE, operations: tuple[str, ...] = ("CREATE",)) -> Obj:
     """An OverridePolicy for the benchmark Pod: oversell its requests and add one label."""
     return {
@@ -52,7 +57,7 @@ def matching_policy(index: int = 0, namespace: str = NAMESPACE, operations: tupl
                     "type": "resourcesOversell", "operation": "replace",
                     "resourcesOversell": {"cpuFactor": "0.5", "memoryFactor": "0.25"}}}},
                 {"targetOperations": list(operations), "overriders": {"template": {
-                    "type": "labels", "operation": "add", "path": f"bench.example.com/policy-{index:04d}",
+                    "type": "labels", "operation": "add", "path": policy_label(index),
                     "value": {"string": "applied"}}}},
             ],
         },
@@ -170,4 +175,52 @@ def server_pod() -> Obj:
                              for c in SERVER_CONTAINERS] + [{"name": "tmp", "emptyDir": {}}],
                  "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
                                   "effect": "NoExecute", "tolerationSeconds": 300}]},
+    }
+
+
+SLOW_LABEL = "bench.example.com/slow"
+"""On one distinct Pod in :data:`SLOW_EVERY`: what the slow neighbour's rule selects."""
+SLOW_EVERY = 10
+
+
+def _plus(quantity: str, extra: int) -> str:
+    """``quantity`` (a whole number, ``Nm``, or ``NMi``/``NGi``) made ``extra`` units of its finest form larger."""
+    if quantity.endswith("Gi"):
+        return f"{int(quantity[:-2]) * 1024 + extra}Mi"
+    if quantity.endswith(("m", "Mi")):
+        number, suffix = (quantity[:-1], "m") if quantity.endswith("m") else (quantity[:-2], "Mi")
+        return f"{int(number) + extra}{suffix}"
+    return f"{int(quantity) * 1000 + extra}m"
+
+
+def distinct_server_pod(index: int, prefix: str, namespace: str = NAMESPACE) -> Obj:
+    """:func:`server_pod` as a Pod unlike any other: its own name (``prefix-index``) and limits
+    (each container's cpu and memory ``index`` millicores and MiB above the template's); every
+    :data:`SLOW_EVERY`-th carries :data:`SLOW_LABEL`. As StatefulSets, Jobs and bare Pods look."""
+    pod = server_pod()
+    meta = pod["metadata"]
+    del meta["generateName"]
+    meta |= {"name": f"{prefix}-{index}", "namespace": namespace}
+    if index % SLOW_EVERY == 0:
+        meta["labels"][SLOW_LABEL] = "yes"
+    for container in pod["spec"]["containers"]:
+        limits = container["resources"]["limits"]
+        limits |= {"cpu": _plus(limits["cpu"], index), "memory": _plus(limits["memory"], index)}
+        container["resources"]["requests"] = dict(limits)
+    return pod
+
+
+def slow_policy(namespace: str, timeout_ms: int = 100) -> Obj:
+    """An OverridePolicy whose JavaScript rule runs to its time limit on the Pods labelled
+    :data:`SLOW_LABEL`; the rule fails and is skipped (failurePolicy Ignore): the slow neighbour."""
+    return {
+        "apiVersion": API_VERSION, "kind": "OverridePolicy",
+        "metadata": {"name": "slow-neighbour", "namespace": namespace},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod",
+                                   "labelSelector": {"matchLabels": {SLOW_LABEL: "yes"}}}],
+            "overrideRules": [{"targetOperations": ["CREATE"], "failurePolicy": "Ignore", "overriders": {
+                "javascript": {"timeoutMs": timeout_ms,
+                               "source": "function jsa_mutate(op, obj) { for (;;) {} }"}}}],
+        },
     }
