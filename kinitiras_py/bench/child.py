@@ -1,4 +1,4 @@
-"""A webhook served over TLS from a child process pinned to one core: ours or the floor.
+"""A webhook served over TLS from a child process pinned to one core: ours, the floor or the hand-written one.
 
 The server logs at info level, as deployed. The load runs in this process, pinned to another
 core (:func:`pin`), so the two do not compete for one CPU.
@@ -86,8 +86,9 @@ def pinned(cpu: int) -> Iterator[None]:
 
 
 def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu: int | None,
-           profile: str | None, cel_results: bool) -> None:
-    """Child process: serve ours over ``policies`` (the floor when None) until told to stop;
+           profile: str | None, cel_results: bool, hand: int | None) -> None:
+    """Child process: serve ours over ``policies`` (when None: the floor, or with ``hand`` the
+    hand-written webhook for that many matching policies) until told to stop;
     with ``profile``, under cProfile, the statistics written to that file at the end; without
     ``cel_results``, with the CEL result cache and the mutation memory off."""
     from kinitiras_py.base import logs
@@ -99,9 +100,9 @@ def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu:
 
     async def main() -> None:
         if policies is None:
-            from kinitiras_py.bench import floor
+            from kinitiras_py.bench import floor, handwritten
 
-            app = floor.make_app()
+            app = floor.make_app() if hand is None else handwritten.make_app(hand)
         else:
             from kinitiras_py.admission import mutationmemo
             from kinitiras_py.engine.evaluation import celmemo
@@ -134,8 +135,9 @@ def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu:
 
 @contextlib.contextmanager
 def serving(policies: Sequence[Obj] | None, cpu: int | None = SERVER_CPU, start_timeout: float = 120.0,
-            profile: str | None = None, cel_results: bool = True) -> Iterator[Served]:
-    """Serve ours over ``policies`` (the floor when None) in a child process until the block ends,
+            profile: str | None = None, cel_results: bool = True, hand: int | None = None) -> Iterator[Served]:
+    """Serve ours over ``policies`` (when None: the floor, or the hand-written webhook for ``hand``
+    matching policies) in a child process until the block ends,
     on core ``cpu`` (None: wherever the scheduler puts it), profiled into the file ``profile``,
     with the CEL result cache off unless ``cel_results``."""
     from kinitiras_py.certs.authority import new_ca, new_serving
@@ -147,7 +149,7 @@ def serving(policies: Sequence[Obj] | None, cpu: int | None = SERVER_CPU, start_
         Path(cert_dir, "tls.key").write_bytes(leaf.key)
         spawn = multiprocessing.get_context("spawn")
         parent, child = spawn.Pipe()
-        args = (None if policies is None else list(policies), cert_dir, child, cpu, profile, cel_results)
+        args = (None if policies is None else list(policies), cert_dir, child, cpu, profile, cel_results, hand)
         process = spawn.Process(target=_serve, args=args, daemon=True)
         process.start()
         try:

@@ -29,17 +29,16 @@ from kinitiras_py.bench import workload
 
 CPU_FACTOR, MEMORY_FACTOR = Fraction("0.5"), Fraction("0.25")
 _QUANTITY = re.compile(r"([0-9]*\.?[0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|)")
-_POWERS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "n": Fraction(1, 10**9),
-           "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1, "k": 10**3, "M": 10**6, "G": 10**9,
-           "T": 10**12, "P": 10**15, "E": 10**18}
 _DECIMAL = (("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3), ("", 0), ("m", -3), ("u", -6), ("n", -9))
 _BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
+_POWERS = {**{name: Fraction(10) ** power for name, power in _DECIMAL},
+           **{name: Fraction(2**bits) for name, bits in _BINARY}}
 
 
-def _scaled(text: str, factor: Fraction, step: Fraction) -> str:
+def _scaled(text: str, factor: Fraction, step: Fraction | int) -> str:
     """``text`` times ``factor``, rounded down to a multiple of ``step``, in canonical form."""
     number, suffix = _QUANTITY.fullmatch(text).groups()  # type: ignore[union-attr]
-    value = (Fraction(number) * _POWERS[suffix] * factor) // step * step
+    value = Fraction(Fraction(number) * _POWERS[suffix] * factor // step) * step
     if value == 0:
         return "0"
     if suffix.endswith("i") and value.denominator == 1 and abs(value) >= 1024:

@@ -1,7 +1,8 @@
 """A lean closed-loop HTTPS load: keep-alive connections, each sending the next request as soon as
 the previous answer is in.
 
-It writes one prepared HTTP/1.1 request (bytes built once) and reads the answer by its
+It writes prepared HTTP/1.1 requests (bytes built before the run: one sent over and over, or
+one for each request, e.g. Pods unlike each other) and reads the answer by its
 Content-Length, with no HTTP client library in between, so that the load costs far less CPU
 than the servers it measures. Its own CPU time is recorded so that the report can show it.
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 
@@ -27,6 +29,8 @@ class Load:
     """CPU time this process (the load) used during the run."""
     first_error: str = ""
     """The status and start of the first answer counted as an error."""
+    sent: list[int] = field(default_factory=list)
+    """For each latency, the number of its request in the run (from 0, in the order sent)."""
 
     @property
     def rate(self) -> float:
@@ -67,14 +71,17 @@ async def _chunks(reader: asyncio.StreamReader) -> bytes:
     return b"".join(parts)
 
 
-async def closed_loop(url: str, request: bytes, context: ssl.SSLContext, connections: int, seconds: float,
-                      ok: bytes, limit: int | None = None) -> Load:
+async def closed_loop(url: str, request: bytes | Sequence[bytes], context: ssl.SSLContext, connections: int,
+                      seconds: float, ok: bytes, limit: int | None = None) -> Load:
     """Send ``request`` over ``connections`` keep-alive connections for ``seconds`` (or until
-    ``limit`` answers); an answer counts as an error unless its status is 2xx and it contains ``ok``."""
+    ``limit`` answers); an answer counts as an error unless its status is 2xx and it contains ``ok``.
+    A sequence of requests is sent in its order, the n-th request sent being ``request[n % len]``."""
+    requests = [request] if isinstance(request, bytes) else list(request)
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 443
     streams = [await asyncio.open_connection(host, port, ssl=context) for _ in range(connections)]
     latencies: list[float] = []
+    sent_numbers: list[int] = []
     errors = 0
     clock = time.perf_counter
     cpu_start, start = time.process_time(), clock()
@@ -86,10 +93,12 @@ async def closed_loop(url: str, request: bytes, context: ssl.SSLContext, connect
     async def one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal errors, started
         while clock() < deadline and (limit is None or started < limit):
+            number = started
             started += 1
             sent = clock()
-            status, body = await exchange(reader, writer, request)
+            status, body = await exchange(reader, writer, requests[number % len(requests)])
             latencies.append(clock() - sent)
+            sent_numbers.append(number)
             if not (200 <= status < 300 and ok in body):
                 errors += 1
                 first_error.append(f"HTTP {status}: {body[:300].decode(errors='replace')}")
@@ -101,7 +110,7 @@ async def closed_loop(url: str, request: bytes, context: ssl.SSLContext, connect
         for _, writer in streams:
             writer.close()
     return Load(answered=len(latencies), errors=errors, elapsed=elapsed, latencies=latencies, cpu=cpu,
-                first_error=first_error[0] if first_error else "")
+                first_error=first_error[0] if first_error else "", sent=sent_numbers)
 
 
 async def once(url: str, body: bytes, context: ssl.SSLContext, headers: dict[str, str] | None = None) -> bytes:

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from kinitiras_py.bench import targets
 from kinitiras_py.bench.e2e import Row
 from kinitiras_py.bench.runner import Stats
 from kinitiras_py.bench.saturation import Saturation
@@ -18,9 +19,13 @@ def _ms(seconds: float) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
-    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     return "\n".join(lines)
+
+
+def _marks(marks: Sequence[targets.Mark]) -> str:
+    return "; ".join(m.text() for m in marks)
 
 
 def index_table(stats: Sequence[Stats]) -> str:
@@ -59,23 +64,33 @@ def saturation_table(results: Sequence[Saturation]) -> str:
     """One row per server: saturation rate and its ratio to the floor, latency, CPU of server and load."""
     rows = [(s.name, f"{s.rate:.0f}", f"{s.ratio:.3f}", _ms(s.p50), _ms(s.p99), f"{s.server_busy:.2f}",
              f"{s.server_cpu:.2f}", f"{s.load_busy:.2f}", f"{s.load_cpu:.2f}", _ms(s.cpu_per_review),
-             f"{s.cpu_ratio:.2f}", f"{s.rss / 2**20:.0f}", str(s.answered), str(s.errors)) for s in results]
+             f"{s.cpu_ratio:.2f}", f"{s.rss / 2**20:.0f}", str(s.answered), str(s.errors),
+             _marks(targets.saturation(s)).ljust(1)) for s in results]
     return _table(("server", "reviews/s", "x floor", "p50 ms", "p99 ms", "server busy", "server cpu", "load busy",
-                   "load cpu", "cpu ms/review", "x floor", "rss MiB", "answered", "errors"), rows)
+                   "load cpu", "cpu ms/review", "x floor", "rss MiB", "answered", "errors", "target"), rows)
 
 
 def e2e_table(rows: Sequence[Row]) -> str:
-    """One row per set-up and concurrency, with the ratios to the floor set-up."""
+    """One row per set-up and concurrency, with the ratios to the floor set-up and the
+    hand-written webhook, the slow neighbour's other Pods' p99, and each row's targets marked."""
+    def opt(value: float) -> str:
+        return f"{value:.2f}" if value else "-"
+
     cells = [(r.setup, str(r.concurrency), str(r.pods), str(r.errors), _ms(r.p50), _ms(r.p90), _ms(r.p99),
-              f"{r.rate:.0f}", f"{r.p50_ratio:.2f}", f"{r.rate_ratio:.2f}", f"{r.load_busy:.2f}", f"{r.load_cpu:.2f}")
-             for r in rows]
+              f"{r.rate:.0f}", f"{r.p50_ratio:.2f}", f"{r.rate_ratio:.2f}", opt(r.hand_p50_ratio),
+              opt(r.hand_rate_ratio), _ms(r.others_p99) if r.role == "slow" else "-", opt(r.others_p99_ratio),
+              f"{r.load_busy:.2f}", f"{r.load_cpu:.2f}", _marks(targets.e2e(r)).ljust(1)) for r in rows]
     return _table(("set-up", "conc", "pods", "errors", "p50 ms", "p90 ms", "p99 ms", "pods/s", "p50 x floor",
-                   "pods/s x floor", "load busy", "load cpu"), cells)
+                   "pods/s x floor", "p50 x hand", "pods/s x hand", "others p99 ms", "others p99 x",
+                   "load busy", "load cpu", "targets"), cells)
 
 
 def as_json(runs: Mapping[str, Sequence[Stats | RateStats | Saturation | Row]]) -> dict[str, Any]:
     """Every run by name, as plain data (durations in seconds)."""
     def row(s: Stats | RateStats | Saturation | Row) -> dict[str, Any]:
-        return {**asdict(s), "ops_per_second": s.ops_per_second} if isinstance(s, Stats) else asdict(s)
+        if isinstance(s, Stats):
+            return {**asdict(s), "ops_per_second": s.ops_per_second}
+        marks = targets.e2e(s) if isinstance(s, Row) else targets.saturation(s) if isinstance(s, Saturation) else []
+        return {**asdict(s), "targets": [{**asdict(m), "passed": m.passed} for m in marks]} if marks else asdict(s)
 
     return {name: [row(s) for s in stats] for name, stats in runs.items()}

@@ -68,7 +68,8 @@ class Saturation:
 
 @dataclass(frozen=True)
 class Target:
-    """A server to measure: ``policies`` None is the floor."""
+    """A server to measure: ``policies`` None is the floor, or with ``hand`` the hand-written
+    webhook (:mod:`.handwritten`) doing what that many matching policies do."""
 
     name: str
     policies: Sequence[Obj] | None
@@ -76,14 +77,17 @@ class Target:
     cel_results: bool = True
     """Whether ours remembers CEL results (:mod:`..engine.evaluation.celmemo`); without, every
     review is evaluated as if each Pod were unlike the last."""
+    hand: int | None = None
 
 
 def targets(total: int, matching: Sequence[int], uncached: bool = True) -> list[Target]:
     """The floor, then ours with each count of ``matching`` policies among ``total``; with
-    ``uncached``, ours again for each count with the CEL result cache off."""
+    ``uncached``, ours again for each count with the CEL result cache off, and the hand-written
+    webhook for each count (it remembers nothing either)."""
     ours = [Target(f"ours {k}/{total}", workload.some_matching(total, k), k) for k in matching]
     if uncached:
         ours += [dataclasses.replace(t, name=f"{t.name} uncached", cel_results=False) for t in ours]
+        ours += [Target(f"hand-written {k}", None, k, hand=k) for k in matching]
     return [Target("floor", None, 0), *ours]
 
 
@@ -128,10 +132,10 @@ def run(targets_: Sequence[Target], pod: Obj, connections: int = 8, seconds: flo
         return str(Path(profile_dir) / f"ours-{t.matching}-of-{len(t.policies)}{uncached}.prof")
 
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(child.serving(t.policies, profile=profile(t), cel_results=t.cel_results))
-                   for t in targets_]
+        servers = [stack.enter_context(child.serving(t.policies, profile=profile(t), cel_results=t.cel_results,
+                                                     hand=t.hand)) for t in targets_]
         for served, target in zip(servers, targets_, strict=True):
-            check(served, pod, None if target.policies is None else target.matching)
+            check(served, pod, None if target.policies is None and target.hand is None else target.matching)
         loads: list[list[_Round]] = [[] for _ in targets_]
         with child.pinned(child.LOAD_CPU):
             for served in servers:

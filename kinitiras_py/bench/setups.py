@@ -2,6 +2,7 @@
 
 * the floor (``floor``), registered by hand as a mutating webhook for Pods in the benchmark
   namespace;
+* the hand-written webhook (``handwritten``), registered likewise for its own namespace;
 * ours (``ours``): ``kinitiras-py serve`` as a user runs it (info log level, registering itself),
   with the benchmark's policies created through the API server (and so admitted by it).
 """
@@ -31,6 +32,10 @@ CONFIG = "kinitiras-bench"
 """Name of ours' webhook configurations."""
 FLOOR_CONFIG = "kinitiras-bench-floor"
 """Name of the floor's webhook configuration (it lives beside ours')."""
+HAND_LABEL = {"kinitiras-bench": "hand-written"}
+"""On the hand-written webhook's namespace (its namespaceSelector)."""
+HAND_CONFIG = "kinitiras-bench-hand-written"
+"""Name of the hand-written webhook's configuration."""
 _WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 _VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
@@ -39,20 +44,34 @@ _VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurat
 async def floor(kube: Kube) -> AsyncIterator[None]:
     """The floor in a child process, registered for Pod CREATEs in the namespaces labelled
     :data:`NAMESPACE_LABEL`."""
-    with child.serving(None, cpu=None) as served:
-        hook = {"name": "floor.kinitiras-bench.example.com", "admissionReviewVersions": ["v1"],
+    async with _registered(kube, FLOOR_CONFIG, NAMESPACE_LABEL, None):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def handwritten(kube: Kube, policies: int) -> AsyncIterator[None]:
+    """The hand-written webhook doing what ``policies`` matching policies do, in a child process,
+    registered for Pod CREATEs in the namespaces labelled :data:`HAND_LABEL`."""
+    async with _registered(kube, HAND_CONFIG, HAND_LABEL, policies):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _registered(kube: Kube, config: str, labels: dict[str, str], hand: int | None) -> AsyncIterator[None]:
+    with child.serving(None, cpu=None, hand=hand) as served:
+        hook = {"name": f"{config}.example.com", "admissionReviewVersions": ["v1"],
                 "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 3, "matchPolicy": "Equivalent",
                 "clientConfig": {"url": served.url + "/mutate", "caBundle": base64.b64encode(served.ca_pem).decode()},
                 "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
                            "operations": ["CREATE"], "scope": "Namespaced"}],
-                "namespaceSelector": {"matchLabels": NAMESPACE_LABEL}}
+                "namespaceSelector": {"matchLabels": labels}}
         await kube.call("POST", _WEBHOOKS, {"apiVersion": "admissionregistration.k8s.io/v1",
                                             "kind": "MutatingWebhookConfiguration",
-                                            "metadata": {"name": FLOOR_CONFIG}, "webhooks": [hook]})
+                                            "metadata": {"name": config}, "webhooks": [hook]})
         try:
             yield
         finally:
-            await kube.delete(f"{_WEBHOOKS}/{FLOOR_CONFIG}")
+            await kube.delete(f"{_WEBHOOKS}/{config}")
 
 
 def _labelled(policy: Obj) -> Obj:

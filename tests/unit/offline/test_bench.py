@@ -101,7 +101,7 @@ def test_floor_bench_prints_every_server_beside_the_floor(capsys: pytest.Capture
     rows = json.loads(capsys.readouterr().out)["floor"]
     assert [(r["name"], r["policies"], r["matching"]) for r in rows] == [
         ("floor", 0, 0), ("ours 1/6", 6, 1), ("ours 3/6", 6, 3), ("ours 1/6 uncached", 6, 1),
-        ("ours 3/6 uncached", 6, 3)]
+        ("ours 3/6 uncached", 6, 3), ("hand-written 1", 0, 1), ("hand-written 3", 0, 3)]
     for row in rows:
         assert row["answered"] > 0 and row["errors"] == 0
         assert row["ratio"] > 0 and row["cpu_ratio"] > 0 and row["rss"] > 0
@@ -194,7 +194,8 @@ def test_e2e_ratios_are_the_medians_of_each_rounds_own() -> None:
     from kinitiras_py.bench import e2e
 
     def rnd(floor_p50: float, ours_p50: float) -> list[e2e.Row]:
-        return e2e.with_ratios([e2e.Row("floor", 1, 10, 0, floor_p50, floor_p50, floor_p50, 1 / floor_p50, 0.1, 0.1),
+        return e2e.with_ratios([e2e.Row("floor", 1, 10, 0, floor_p50, floor_p50, floor_p50, 1 / floor_p50, 0.1, 0.1,
+                                        role="floor"),
                                 e2e.Row("ours", 1, 10, 0, ours_p50, ours_p50, ours_p50, 1 / ours_p50, 0.1, 0.1)])
 
     # The floor drifts from round to round; ours is 10, 0 and 20 % slower than the floor of its own
