@@ -5,8 +5,10 @@
 #   2. the webhook on one core at saturation beside the floor (bench --floor: 1 and 20 of 1000
 #      policies matching, 3 interleaved rounds; again with the CEL result cache off);
 #   3. Pod CREATEs through a local kube-apiserver (bench --e2e: no webhook, the floor, ours with
-#      1 and 20 of 1000 matching, side by side at concurrency 1 and 10; medians of 5 rounds, each
-#      ratio to its round's floor; again with ours' memories off).
+#      1 and 20 of 1000 matching, side by side at concurrency 1 and 10, on the replicas' Pod and on
+#      Pods all unlike each other beside the hand-written webhook and a slow JavaScript neighbour;
+#      medians of 5 rounds, each ratio to its round's peer, targets marked; again with ours'
+#      memories off).
 # About 15 minutes on a 2-core machine. Smaller: REQUESTS=200 ROUNDS=1 RUNS=1 PODS=100.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -85,6 +85,14 @@ def e2e_table(rows: Sequence[Row]) -> str:
                    "load busy", "load cpu", "targets"), cells)
 
 
+def e2e_verdict(rows: Sequence[Row]) -> str:
+    """One line: how many of the rows' targets were met, and which were missed."""
+    marks = [(r, m) for r in rows for m in targets.e2e(r)]
+    missed = [f"{r.setup} c={r.concurrency}: {m.text()}" for r, m in marks if not m.passed]
+    return f"targets met: {len(marks) - len(missed)} of {len(marks)}" + (
+        "; missed: " + ", ".join(missed) if missed else "")
+
+
 def as_json(runs: Mapping[str, Sequence[Stats | RateStats | Saturation | Row]]) -> dict[str, Any]:
     """Every run by name, as plain data (durations in seconds)."""
     def row(s: Stats | RateStats | Saturation | Row) -> dict[str, Any]:

@@ -200,6 +200,7 @@ def _bench_e2e(args: argparse.Namespace) -> int:
         print(f"medians of {args.runs} round{'s' if args.runs > 1 else ''} (ratios: medians of each round's):")
     _emit(args, "e2e", rows, report.e2e_table)
     if args.output == "table":
+        print(report.e2e_verdict(rows))
         fastest = max(rows, key=lambda r: r.rate)
         verdict = ("the API server and the webhooks, not the load, set the rates" if fastest.load_busy < 0.5 else
                    "the load may have held the rates back: re-run on a quieter machine")

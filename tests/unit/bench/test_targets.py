@@ -101,6 +101,9 @@ def test_the_report_prints_each_rows_marks_beside_it() -> None:
                                 "at_most": False, "passed": True}]
     assert "targets" not in next(r for r in data if r["setup"] == "floor distinct")
     json.dumps(data)
+    assert report.e2e_verdict(rows) == (
+        "targets met: 4 of 6; missed: ours 20/1000 distinct c=1: p50 x hand-written 1.50 <= 1.15 FAIL, "
+        "ours 20/1000 distinct c=1: p50 x floor 1.50 <= 1.3 FAIL")
 
 
 def test_saturation_rows_of_ours_uncached_are_held_to_their_share_of_the_floor() -> None:
