@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import re
-from fractions import Fraction
 
 import orjson
 from aiohttp import web
@@ -27,25 +26,33 @@ from aiohttp import web
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.bench import workload
 
-CPU_FACTOR, MEMORY_FACTOR = Fraction("0.5"), Fraction("0.25")
-_QUANTITY = re.compile(r"([0-9]*\.?[0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|)")
-_DECIMAL = (("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3), ("", 0), ("m", -3), ("u", -6), ("n", -9))
+CPU, MEMORY = (1, 2, 3), (1, 4, 0)
+"""Factor (numerator, denominator) and the decimal digits the result is rounded down to."""
+_QUANTITY = re.compile(r"([0-9]*)\.?([0-9]*)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|)")
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_SUFFIXES = {power: name for name, power in _DECIMAL.items()}
 _BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
-_POWERS = {**{name: Fraction(10) ** power for name, power in _DECIMAL},
-           **{name: Fraction(2**bits) for name, bits in _BINARY}}
+_BITS = dict(_BINARY)
 
 
-def _scaled(text: str, factor: Fraction, step: Fraction | int) -> str:
-    """``text`` times ``factor``, rounded down to a multiple of ``step``, in canonical form."""
-    number, suffix = _QUANTITY.fullmatch(text).groups()  # type: ignore[union-attr]
-    value = Fraction(Fraction(number) * _POWERS[suffix] * factor // step) * step
-    if value == 0:
+def _scaled(text: str, numerator: int, denominator: int, digits: int) -> str:
+    """``text`` times ``numerator / denominator``, rounded down to ``digits`` decimals, in canonical form."""
+    whole, fraction, suffix = _QUANTITY.fullmatch(text).groups()  # type: ignore[union-attr]
+    # In integers: the value is mantissa * 2**bits * 10**exponent; ``units`` counts 10**-digits.
+    mantissa, bits = int(whole + fraction or "0"), _BITS.get(suffix, 0)
+    exponent = _DECIMAL.get(suffix, 0) - len(fraction) + digits
+    top, bottom = (mantissa << bits) * 10 ** max(exponent, 0), 10 ** max(-exponent, 0)
+    units = top * numerator // (bottom * denominator)
+    if units == 0:
         return "0"
-    if suffix.endswith("i") and value.denominator == 1 and abs(value) >= 1024:
-        whole = int(value)
-        return next((f"{whole >> bits}{name}" for name, bits in _BINARY if whole % (1 << bits) == 0), str(whole))
-    return next(f"{value / Fraction(10) ** power}{name}" for name, power in _DECIMAL
-                if (value / Fraction(10) ** power).denominator == 1)
+    scale = 10**digits
+    if bits and units % scale == 0 and units >= 1024 * scale:
+        value = units // scale
+        return next((f"{value >> b}{name}" for name, b in _BINARY if value % (1 << b) == 0), str(value))
+    power = -digits
+    while units % 1000 == 0 and power < 18:
+        units, power = units // 1000, power + 3
+    return f"{units}{_SUFFIXES[power]}"
 
 
 def patch(pod: Obj, policies: int) -> list[Obj]:
@@ -59,8 +66,7 @@ def patch(pod: Obj, policies: int) -> list[Obj]:
         for i, container in enumerate(spec.get(kind) or ()):
             resources = container.get("resources") or {}
             limits = resources.get("limits") or {}
-            wanted = {name: _scaled(limits[name], factor, step)
-                      for name, factor, step in (("cpu", CPU_FACTOR, Fraction(1, 1000)), ("memory", MEMORY_FACTOR, 1))
+            wanted = {name: _scaled(limits[name], *how) for name, how in (("cpu", CPU), ("memory", MEMORY))
                       if limits.get(name) is not None}
             path = f"/spec/{kind}/{i}/resources/requests"
             if "requests" not in resources:
