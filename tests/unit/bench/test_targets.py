@@ -146,3 +146,12 @@ def test_every_set_up_labels_its_pods_as_its_name_says() -> None:
             assert decision.allowed and added == (set(setup.expected) if setup.role in ("ours", "slow") else set())
             if setup.role == "slow" and workload.SLOW_LABEL in pod["metadata"]["labels"]:
                 assert any("slow-neighbour" in w for w in decision.warnings), decision.warnings
+
+
+def test_e2e_refuses_a_total_without_room_for_the_slow_neighbour(capsys: pytest.CaptureFixture[str]) -> None:
+    from kinitiras_py.cli.main import main
+
+    # 1 + 3 matching, 1 more beside the slow neighbour and its own policy: 6 of at least 6.
+    assert main(["bench", "--e2e", "--total", "5", "--matching", "1,3", "--kubeconfig", "/nonexistent"]) == 2
+    assert "--matching 1,3 needs 6 policies, more than --total 5" in capsys.readouterr().err
+    assert len(e2e.policies_for(6, [1, 3])) == 6
