@@ -65,7 +65,7 @@ def saturation_table(results: Sequence[Saturation]) -> str:
     rows = [(s.name, f"{s.rate:.0f}", f"{s.ratio:.3f}", _ms(s.p50), _ms(s.p99), f"{s.server_busy:.2f}",
              f"{s.server_cpu:.2f}", f"{s.load_busy:.2f}", f"{s.load_cpu:.2f}", _ms(s.cpu_per_review),
              f"{s.cpu_ratio:.2f}", f"{s.rss / 2**20:.0f}", str(s.answered), str(s.errors),
-             _marks(targets.saturation(s)).ljust(1)) for s in results]
+             _marks(targets.saturation(s))) for s in results]
     return _table(("server", "reviews/s", "x floor", "p50 ms", "p99 ms", "server busy", "server cpu", "load busy",
                    "load cpu", "cpu ms/review", "x floor", "rss MiB", "answered", "errors", "target"), rows)
 
@@ -79,7 +79,7 @@ def e2e_table(rows: Sequence[Row]) -> str:
     cells = [(r.setup, str(r.concurrency), str(r.pods), str(r.errors), _ms(r.p50), _ms(r.p90), _ms(r.p99),
               f"{r.rate:.0f}", f"{r.p50_ratio:.2f}", f"{r.rate_ratio:.2f}", opt(r.hand_p50_ratio),
               opt(r.hand_rate_ratio), _ms(r.others_p99) if r.role == "slow" else "-", opt(r.others_p99_ratio),
-              f"{r.load_busy:.2f}", f"{r.load_cpu:.2f}", _marks(targets.e2e(r)).ljust(1)) for r in rows]
+              f"{r.load_busy:.2f}", f"{r.load_cpu:.2f}", _marks(targets.e2e(r))) for r in rows]
     return _table(("set-up", "conc", "pods", "errors", "p50 ms", "p90 ms", "p99 ms", "pods/s", "p50 x floor",
                    "pods/s x floor", "p50 x hand", "pods/s x hand", "others p99 ms", "others p99 x",
                    "load busy", "load cpu", "targets"), cells)
