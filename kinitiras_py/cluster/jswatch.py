@@ -1,4 +1,4 @@
-"""Informers that feed JavaScript rules' watch hooks (:mod:`kinitiras_py.engine.jshooks`).
+"""Informers that feed JavaScript rules' watch hooks (:mod:`kinitiras_py.engine.rules.jshooks`).
 
 For each policy version whose javascript rules define ``jsa_created``, ``jsa_updated`` or
 ``jsa_deleted``, the kinds its selectors name are watched (one informer per resource, shared by
@@ -25,8 +25,8 @@ from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.discovery import Discovery
 from kinitiras_py.cluster.informers import Informer
-from kinitiras_py.engine import jshooks
-from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.rules import jshooks
 
 log = logging.getLogger(__name__)
 

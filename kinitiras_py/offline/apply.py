@@ -11,10 +11,10 @@ from kinitiras_py.admission.pipeline import Decision, Pipeline, Request, with_na
 from kinitiras_py.admission.results import ObjectResult, ResourceRef, override_results, validate_results
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS, Obj
-from kinitiras_py.engine import jshooks
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.rules import jshooks
 from kinitiras_py.offline.loader import InputError
 from kinitiras_py.offline.static import StaticHttp, StaticStore
 from kinitiras_py.refs.egress import Egress

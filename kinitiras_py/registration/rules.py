@@ -41,7 +41,7 @@ from typing import Protocol
 from kinitiras_py.api.policies import GROUP, KINDS
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
-from kinitiras_py.engine import selectors
+from kinitiras_py.engine.objects import selectors
 
 log = logging.getLogger("kinitiras_py.registration")
 

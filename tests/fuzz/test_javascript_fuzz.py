@@ -37,8 +37,9 @@ from hypothesis import strategies as st
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.cli.main import main
 from kinitiras_py.convert import registry
-from kinitiras_py.engine import jshooks, overriding, validating
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.rules import jshooks
+from kinitiras_py.engine.running import overriding, validating
 
 API = "policy.kcloudlabs.io/v1alpha1"
 POD: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",

@@ -3,7 +3,7 @@
 Unlike the other templates, the rendered CEL does not return patch operations: it returns a plan,
 ``{"apply", "podSpec", "claims"}``, one claim per item and place (a container's ``env``, the pod's
 ``volumes``...), saying whether the pod already has the item (``present``) and at which indexes the
-pod holds the item's keys with other values (``clash``). :mod:`kinitiras_py.engine.injection`
+pod holds the item's keys with other values (``clash``). :mod:`kinitiras_py.engine.running.injection`
 combines the plans of every inject rule matching a pod, so that conflicts between rules are seen
 too, and writes the operations. Items are written as the API server defaults them (a configMap
 volume's ``defaultMode: 420``...), so an item injected earlier compares equal when met again.
@@ -17,7 +17,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import selectors
+from kinitiras_py.engine.objects import selectors
 
 EXCLUDE_ANNOTATIONS = ("podpreset.admission.kubernetes.io/exclude", "policy.kcloudlabs.io/inject-exclude")
 """A pod (or pod template) annotated with either, set to "true", is left alone by every inject rule."""
@@ -130,7 +130,7 @@ def rule_problems(rule: Obj, path: str) -> list[PolicyError]:
 
 def check_marker(kind: str, name: str) -> None:
     """Refuse a policy name too long for the annotation that marks the pods it injects."""
-    from kinitiras_py.engine.injection import marker_problem
+    from kinitiras_py.engine.running.injection import marker_problem
 
     problem = marker_problem(kind, name)
     if problem is not None:

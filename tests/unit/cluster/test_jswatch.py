@@ -9,9 +9,9 @@ import orjson
 
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.jswatch import HookFeed, _Target
-from kinitiras_py.engine import jshooks
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.rules import jshooks
 from tests.unit.cluster.conftest import FakeApi, cm, page
 
 CONFIGMAPS = Resource("", "v1", "configmaps", True, "ConfigMap")

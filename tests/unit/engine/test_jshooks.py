@@ -15,11 +15,12 @@ from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.convert import registry
-from kinitiras_py.engine import jshooks, overriding, validating
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import jsruntime
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.rules import jshooks
+from kinitiras_py.engine.running import overriding, validating
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook import answers
 from kinitiras_py.webhook.handlers import Handlers

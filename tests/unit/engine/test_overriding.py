@@ -13,11 +13,11 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from kinitiras_py.engine import overriding
-from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import cel
-from kinitiras_py.engine.results import Mutation, PolicyId
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.policies.results import Mutation, PolicyId
+from kinitiras_py.engine.running import overriding
 
 Obj = dict[str, Any]
 PREF = "preferredDuringSchedulingIgnoredDuringExecution"

@@ -27,10 +27,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import PatchError, RuleError
-from kinitiras_py.engine import origin, overriding, patching
-from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
-from kinitiras_py.engine.patchlog import Draft, PatchLog
-from kinitiras_py.engine.results import Mutation
+from kinitiras_py.engine.objects import patching
+from kinitiras_py.engine.objects.patchlog import Draft, PatchLog
+from kinitiras_py.engine.policies.compiled import CompiledPolicy, OverrideRule
+from kinitiras_py.engine.policies.results import Mutation
+from kinitiras_py.engine.rules import origin
+from kinitiras_py.engine.running import overriding
 
 Obj = dict[str, Any]
 KEYS = st.sampled_from(["a", "b", "c", "a/b", "~", ""])

@@ -13,8 +13,8 @@ import pytest
 
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import ApiException, Resource
-from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.registration import builder
 from kinitiras_py.registration.builder import Registration
 from kinitiras_py.registration.reconciler import Reconciler, side_effects

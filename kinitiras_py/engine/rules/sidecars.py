@@ -18,13 +18,13 @@ import orjson
 
 from kinitiras_py.base.errors import CelCompileError, PolicyError
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import workloads
 from kinitiras_py.engine.evaluation import cel
+from kinitiras_py.engine.objects import workloads
+from kinitiras_py.engine.policies.results import PolicyId, RuleFailure
 from kinitiras_py.engine.rendering import sidecar as rendering
-from kinitiras_py.engine.results import PolicyId, RuleFailure
 
 if TYPE_CHECKING:
-    from kinitiras_py.engine.compiled import CompiledPolicy
+    from kinitiras_py.engine.policies.compiled import CompiledPolicy
 
 
 @dataclass(frozen=True)

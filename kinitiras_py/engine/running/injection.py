@@ -1,6 +1,6 @@
 """Service injection (PodPreset's job): the plans of every inject rule matching an object, combined.
 
-Each inject rule's rendered CEL returns a plan (see :mod:`.rendering.injecting`): per item and
+Each inject rule's rendered CEL returns a plan (see :mod:`..rendering.injecting`): per item and
 place, whether the pod has it and where the pod holds its keys with other values. Conflicts are
 seen only with all plans together, so the engine runs every matching inject rule at the place of
 the first one, against the same object, and combines the plans here; the values handled are the
@@ -30,9 +30,9 @@ import orjson
 from kinitiras_py.api.policies import GROUP
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import patching, patchlog
-from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.engine.evaluation.celbindings import Bindings
+from kinitiras_py.engine.objects import patching, patchlog
+from kinitiras_py.engine.policies.compiled import CompiledPolicy, OverrideRule
 
 SEVERITY = {"Override": 0, "Skip": 1, "Deny": 2}
 MAX_KEY_NAME = 63

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import jsrules
-from kinitiras_py.engine.checker import (
+from kinitiras_py.engine.kubemod import fanout
+from kinitiras_py.engine.policies.checker import (
     REF_SOURCES_WITH_PARAMS,
     Checker,
     check_reference,
@@ -17,9 +17,9 @@ from kinitiras_py.engine.checker import (
     list_of,
     user_cel,
 )
-from kinitiras_py.engine.compiled import EMPTY, ValidateRule, normalise_operations
-from kinitiras_py.engine.kubemod import fanout
+from kinitiras_py.engine.policies.compiled import EMPTY, ValidateRule, normalise_operations
 from kinitiras_py.engine.rendering import render
+from kinitiras_py.engine.rules import jsrules
 
 _ORDERING_CONDS = ("Gt", "Gte", "Lt", "Lte")
 _PROCESSED_CONDS = ("Equal", "NotEqual", *_ORDERING_CONDS)

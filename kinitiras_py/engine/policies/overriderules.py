@@ -9,8 +9,11 @@ from typing import Any
 
 from kinitiras_py.base.errors import CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import boundary, jsrules, origin, patching, selectors, shapes, sidecars
-from kinitiras_py.engine.checker import (
+from kinitiras_py.engine.evaluation import cel
+from kinitiras_py.engine.kubemod import fanout
+from kinitiras_py.engine.objects import patching, selectors
+from kinitiras_py.engine.policies import boundary, shapes
+from kinitiras_py.engine.policies.checker import (
     REF_SOURCES_WITH_PARAMS,
     Checker,
     check_reference,
@@ -21,10 +24,9 @@ from kinitiras_py.engine.checker import (
     list_of,
     user_cel,
 )
-from kinitiras_py.engine.compiled import EMPTY, OverrideRule, normalise_operations
-from kinitiras_py.engine.evaluation import cel
-from kinitiras_py.engine.kubemod import fanout
+from kinitiras_py.engine.policies.compiled import EMPTY, OverrideRule, normalise_operations
 from kinitiras_py.engine.rendering import injecting, render
+from kinitiras_py.engine.rules import jsrules, origin, sidecars
 
 # The static result types a `cel` override may have (cel-expr-python type names).
 _OVERRIDE_RESULTS = ("LIST", "DYN")

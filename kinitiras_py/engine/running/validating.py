@@ -19,12 +19,12 @@ from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine import jsrules
-from kinitiras_py.engine.compiled import CompiledPolicy, ValidateRule
 from kinitiras_py.engine.cue import errors as cue_errors
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.overriding import RuleKey
-from kinitiras_py.engine.results import PolicyId, RuleCheck, RuleFailure, RuleId, Verdict
+from kinitiras_py.engine.policies.compiled import CompiledPolicy, ValidateRule
+from kinitiras_py.engine.policies.results import PolicyId, RuleCheck, RuleFailure, RuleId, Verdict
+from kinitiras_py.engine.rules import jsrules
+from kinitiras_py.engine.running.overriding import RuleKey
 
 
 def _outcome(result: JSON, what: str) -> tuple[bool, str]:

@@ -26,9 +26,9 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import selectors
-from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation import jsruntime
+from kinitiras_py.engine.objects import selectors
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
 
 INIT = "jsa_init"
 EVENTS = ("jsa_created", "jsa_updated", "jsa_deleted")

@@ -15,7 +15,7 @@ import orjson
 from kinitiras_py.base.typedefs import Obj, Patch
 
 if TYPE_CHECKING:
-    from kinitiras_py.engine.compiled import CompiledPolicy
+    from kinitiras_py.engine.policies.compiled import CompiledPolicy
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 
 from kinitiras_py.base.errors import KinitirasError, PatchError, PolicyError, QuantityError, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import origin_values as values
-from kinitiras_py.engine import patching, workloads
+from kinitiras_py.engine.objects import patching, workloads
+from kinitiras_py.engine.rules import origin_values as values
 
 _OPERATIONS = ("add", "replace", "remove")
 _METADATA_TYPES = frozenset({"annotations", "labels"})
