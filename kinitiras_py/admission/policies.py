@@ -48,7 +48,7 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
             continue
         if holder.get("renderedCel") != source:
             ops.append({"op": "add", "path": f"{pointer}/renderedCel", "value": source})
-    for index in sidecars.kept_in_configmaps(compiled):
+    for index in sidecars.kept_in_configmaps(compiled.rules):
         if "renderedCel" in (rules[index].get("overriders") or {}):
             ops.append({"op": "remove", "path": f"/spec/{field_name}/{index}/overriders/renderedCel"})
     return ops + compiled.rendered_field_ops(doc)

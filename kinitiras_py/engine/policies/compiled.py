@@ -57,7 +57,7 @@ class OverrideRule:
     combines with the other inject rules' (:mod:`..running.injection`)."""
     marker: tuple[str, str | None] | None = None
     """For an ``inject`` template with its own ``marker``: the annotation's key and value (None: the
-    policy's resourceVersion). None for ours (:func:`..running.injection.marker_key`)."""
+    policy's resourceVersion). None for ours (:func:`..rendering.injecting.marker_key`)."""
 
 
 @dataclass(frozen=True, slots=True)

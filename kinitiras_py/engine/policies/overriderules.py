@@ -9,7 +9,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine.evaluation import cel
+from kinitiras_py.engine.evaluation import cel, celenv
 from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.objects import patching, selectors
 from kinitiras_py.engine.policies import boundary, shapes
@@ -152,7 +152,7 @@ def _metadata_keys(template: Obj, path: str) -> list[PolicyError]:
     return errors
 
 
-_INPUTS = re.compile(r"\b(?:" + "|".join(cel.VARIABLES) + r")\b")
+_INPUTS = re.compile(r"\b(?:" + "|".join(celenv.VARIABLES) + r")\b")
 _POINTER = re.compile(r"(/([^~/]|~[01])*)*")
 _PATCH_OPS = {"add": "value", "replace": "value", "test": "value", "remove": None, "move": "from", "copy": "from"}
 

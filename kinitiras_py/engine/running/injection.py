@@ -1,6 +1,6 @@
 """Service injection (PodPreset's job): the plans of every inject rule matching an object, combined.
 
-Each inject rule's rendered CEL returns a plan (see :mod:`..rendering.injecting`): per item and
+Each inject rule's rendered CEL returns a plan (see :mod:`..rendering.injecting`, which names the marker): per item and
 place, whether the pod has it and where the pod holds its keys with other values. Conflicts are
 seen only with all plans together, so the engine runs every matching inject rule at the place of
 the first one, against the same object, and combines the plans here; the values handled are the
@@ -27,34 +27,14 @@ from typing import Any
 
 import orjson
 
-from kinitiras_py.api.policies import GROUP
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.objects import patching, patchlog
 from kinitiras_py.engine.policies.compiled import CompiledPolicy, OverrideRule
+from kinitiras_py.engine.rendering.injecting import marker_key
 
 SEVERITY = {"Override": 0, "Skip": 1, "Deny": 2}
-MAX_KEY_NAME = 63
-"""Longest name part of an annotation key (the marker's ``inject-<policy name>``)."""
-
-
-def marker_key(kind: str, name: str) -> str:
-    """The annotation naming an applied inject policy; cluster policies get their own prefix."""
-    prefix = "cluster-inject-" if kind == "ClusterOverridePolicy" else "inject-"
-    return f"{GROUP}/{prefix}{name}"
-
-
-def marker_problem(kind: str, name: str) -> str | None:
-    """Why the marker annotation of this policy cannot be written (a name too long), or None."""
-    part = marker_key(kind, name).split("/", 1)[1]
-    if len(part) > MAX_KEY_NAME:
-        return (f"an inject policy marks the pods it changes with the annotation {part!r}, whose name "
-                f"part may have at most {MAX_KEY_NAME} characters: shorten the policy name to at most "
-                f"{MAX_KEY_NAME - len(part) + len(name)}")
-    return None
-
-
 @dataclass
 class _Plan:
     policy: CompiledPolicy

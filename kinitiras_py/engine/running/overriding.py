@@ -24,8 +24,8 @@ from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.objects import lastapplied, patchlog
 from kinitiras_py.engine.policies.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleFailure, RuleId
-from kinitiras_py.engine.rules import jsrules, origin, sidecars
-from kinitiras_py.engine.running import injection
+from kinitiras_py.engine.rules import jsrules, origin
+from kinitiras_py.engine.running import injection, sidecargroups
 
 RuleKey = tuple[str, int]
 """(policy ref, rule index): how resolved parameters and lookup errors are keyed."""
@@ -132,7 +132,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     log = patchlog.PatchLog()
     mutation = Mutation(object=working)
     if features is None or features & selection.SIDECARS:
-        conflict = sidecars.group_conflict(matches, obj)
+        conflict = sidecargroups.group_conflict(matches, obj)
         if conflict is not None:
             return Mutation(object=obj, failure=conflict)
     # The working object converted for CEL, shared by rules without parameters; a change keeps
