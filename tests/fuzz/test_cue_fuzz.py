@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import KinitirasError, PolicyErrors
-from kinitiras_py.engine.cue.compiler import compile_cue
+from kinitiras_py.engine.cue import compile_cue
 from kinitiras_py.engine.cue.syntax import Unsupported
 from kinitiras_py.engine.policies.compiling import compile_policy
 from tests.cue import harness
