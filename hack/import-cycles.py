@@ -30,7 +30,7 @@ class Import:
     """One import of a module of the package by one of its modules."""
 
     source: str
-    """The importing module, e.g. ``kinitiras_py.engine.overriding``."""
+    """The importing module, e.g. ``kinitiras_py.engine.running.overriding``."""
     target: str
     """The imported module (for ``from a import b``: ``a.b`` when that is a module, else ``a``)."""
     path: str

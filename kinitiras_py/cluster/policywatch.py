@@ -1,6 +1,6 @@
 """Policies from the API server into the request-path indexes, compiled once per version.
 
-One informer per policy kind. Each added or changed policy is compiled (``engine.compiling``)
+One informer per policy kind. Each added or changed policy is compiled (``engine.policies.compiling``)
 and put into the override or validation :class:`~kinitiras_py.engine.matching.selection.PolicyIndex`; a
 policy that does not compile is taken out of its index (never half-applied) and its problems
 are kept in ``errors`` for the status writer. Results are cached per (uid, generation), so

@@ -57,8 +57,8 @@ def render_override(template: Obj, path: str) -> str:
         raise PolicyError(f"{path}.operation", f"must be one of add, replace, remove; got {operation!r}")
     names = template.get("containerNames") or []
     if kind == "sidecar":
-        # Its CEL names the policy (the marker annotation): engine.sidecars renders it with the policy.
-        raise PolicyError(path, "a sidecar template is rendered with its policy (engine.sidecars)")
+        # Its CEL names the policy (the marker annotation): engine.rules.sidecars renders it with the policy.
+        raise PolicyError(path, "a sidecar template is rendered with its policy (engine.rules.sidecars)")
     if kind in ("annotations", "labels"):
         return _render_metadata(template, str(kind), str(operation), path)
     if kind == "resources":

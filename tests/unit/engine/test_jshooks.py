@@ -1,4 +1,4 @@
-"""js-admissions' watch hooks and state (engine/jshooks.py) and its marker annotation, on small
+"""js-admissions' watch hooks and state (engine/rules/jshooks.py) and its marker annotation, on small
 examples of our own: the order hooks see objects in, sync and read-only state, a state per policy
 version, its bound, failures, the caches, and the marker's names in run order."""
 

@@ -1,4 +1,4 @@
-"""The response patch is built from the operations the rules applied (engine.patchlog).
+"""The response patch is built from the operations the rules applied (engine.objects.patchlog).
 
 Properties over random JSON objects x random rule sets (ops drawn against the object as the
 earlier ops left it: adds, removes and replaces in objects and arrays, by index and ``-``,
