@@ -77,6 +77,8 @@ def copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("base/probe.py", "from kinitiras_py.api import models\n", "Layers"),
     ("admission/probe.py", "from kinitiras_py.cluster import client\n", "Layers"),  # independent siblings
     ("surprise/__init__.py", "", "Layers"),  # a new top-level package with no place in the layers
+    ("engine/objects/probe.py", "from kinitiras_py.engine.evaluation import cel\n", "The engine's rooms"),
+    ("engine/surprise/__init__.py", "", "The engine's rooms"),  # a new room with no place in the order
     ("engine/objects/probe.py", "def f() -> None:\n    from kinitiras_py.engine.running import overriding\n",
      "No import circles"),  # running imports objects
     ("engine/evaluation/probe.py",
