@@ -28,7 +28,7 @@ VALIDATE_KINDS = frozenset({"ClusterValidatePolicy", "ValidatePolicy"})
 
 
 @dataclass(frozen=True, slots=True)
-class OverrideRule:
+class CompiledOverrideRule:
     """One ``overrideRules[i]``: its overriders in application order."""
 
     index: int
@@ -61,7 +61,7 @@ class OverrideRule:
 
 
 @dataclass(frozen=True, slots=True)
-class ValidateRule:
+class CompiledValidateRule:
     """One ``validateRules[i]``: rendered and custom CEL checks and what a failure does."""
 
     index: int
@@ -91,7 +91,7 @@ class CompiledPolicy:
     generation: int
     selectors: list[Obj]
     rules: tuple[Any, ...]
-    """OverrideRule for override kinds, ValidateRule for validate kinds."""
+    """CompiledOverrideRule for override kinds, CompiledValidateRule for validate kinds."""
     rendered: dict[int, str] = field(default_factory=dict)
     """Rendered CEL source per rule index, as written back to the policy."""
     resource_version: str = ""

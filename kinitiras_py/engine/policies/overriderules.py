@@ -24,7 +24,7 @@ from kinitiras_py.engine.policies.checker import (
     list_of,
     user_cel,
 )
-from kinitiras_py.engine.policies.compiled import EMPTY, OverrideRule, normalise_operations
+from kinitiras_py.engine.policies.compiled import EMPTY, CompiledOverrideRule, normalise_operations
 from kinitiras_py.engine.rendering import injecting, render
 from kinitiras_py.engine.rules import jsrules, origin, sidecars
 
@@ -32,7 +32,7 @@ from kinitiras_py.engine.rules import jsrules, origin, sidecars
 _OVERRIDE_RESULTS = ("LIST", "DYN")
 
 
-def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[OverrideRule, str | None]:
+def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[CompiledOverrideRule, str | None]:
     """One override rule checked and compiled, with the source its template rendered (or None)."""
     errors: list[PolicyError] = []
     over = dict_of(rule.get("overriders"))
@@ -95,7 +95,7 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
     if errors:
         raise PolicyErrors(errors)
     operations = rule.get("targetOperations")
-    return OverrideRule(
+    return CompiledOverrideRule(
         index=index, operations=normalise_operations(operations or (["CREATE"] if inject else None)),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cue=cue, cel=custom,
         javascript=script, plaintext=plaintext, origin=entries, refs=refs or EMPTY, sidecar=sidecar,

@@ -17,7 +17,7 @@ from kinitiras_py.engine.policies.checker import (
     list_of,
     user_cel,
 )
-from kinitiras_py.engine.policies.compiled import EMPTY, ValidateRule, normalise_operations
+from kinitiras_py.engine.policies.compiled import EMPTY, CompiledValidateRule, normalise_operations
 from kinitiras_py.engine.rendering import render
 from kinitiras_py.engine.rules import jsrules
 
@@ -71,7 +71,7 @@ def _numeric(value: JSON) -> bool:
     return True
 
 
-def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[ValidateRule, str | None]:
+def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[CompiledValidateRule, str | None]:
     """One validate rule checked and compiled, with the source its template rendered (or None)."""
     errors: list[PolicyError] = []
     cue = cue_rule(checker, errors, rule.get("cue"), "validate", f"{path}.cue",
@@ -125,7 +125,7 @@ def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[V
             errors.append(PolicyError(f"{path}.validationActions[{i}]", f"duplicate action {action!r}"))
     if errors:
         raise PolicyErrors(errors)
-    return ValidateRule(
+    return CompiledValidateRule(
         index=index, operations=normalise_operations(rule.get("targetOperations")),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), actions=frozenset(actions),
         message=str(rule.get("message") or message), allow_mode=allow_mode, rendered=rendered,

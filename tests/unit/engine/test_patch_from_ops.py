@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from kinitiras_py.base.errors import PatchError, RuleError
 from kinitiras_py.engine.objects import patching
 from kinitiras_py.engine.objects.patchlog import Draft, PatchLog
-from kinitiras_py.engine.policies.compiled import CompiledPolicy, OverrideRule
+from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledPolicy
 from kinitiras_py.engine.policies.results import Mutation
 from kinitiras_py.engine.rules import origin
 from kinitiras_py.engine.running import overriding
@@ -130,8 +130,8 @@ class Rule:
     origin: list[Obj] = field(default_factory=list)
     failure_policy: str = "Ignore"
 
-    def compiled(self, index: int) -> OverrideRule:
-        return OverrideRule(index=index, operations=None, failure_policy=self.failure_policy,
+    def compiled(self, index: int) -> CompiledOverrideRule:
+        return CompiledOverrideRule(index=index, operations=None, failure_policy=self.failure_policy,
                             rendered=Ops(self.rendered) if self.rendered else None,  # type: ignore[arg-type]
                             cel=Ops(self.cel) if self.cel else None,  # type: ignore[arg-type]
                             plaintext=self.plaintext, origin=self.origin)
