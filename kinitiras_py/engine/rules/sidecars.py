@@ -1,5 +1,5 @@
-"""Sidecar rules on the request path: their compiled form, the CEL of a ConfigMap's template, and
-the one-sidecar-per-group rule.
+"""Sidecar rules on the request path: their compiled form and the CEL of a ConfigMap's template
+(the one-sidecar-per-group rule, which spans policies, is :mod:`..running.sidecargroups`).
 
 An inline template is rendered to CEL when the policy is admitted (``renderedCel``). A template
 kept in a ConfigMap is rendered when the ConfigMap's text is first seen: :func:`program_for` keeps
