@@ -10,7 +10,7 @@ top-level packages (``make lint``); this script also sees circles inside one pac
     python3 hack/import-cycles.py --import-time  # only imports run at import time
     python3 hack/import-cycles.py --check        # exit status 1 when a circle is printed
 
-tests/unit/test_layering.py loads this file to keep the package free of import-time circles.
+tests/unit/test_layering.py loads this file to keep the package free of circles, of every kind.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class Import:
     """One import of a module of the package by one of its modules."""
 
     source: str
-    """The importing module, e.g. ``kinitiras_py.engine.overriding``."""
+    """The importing module, e.g. ``kinitiras_py.engine.running.overriding``."""
     target: str
     """The imported module (for ``from a import b``: ``a.b`` when that is a module, else ``a``)."""
     path: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
-from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.refs.egress import Egress, EgressRefused
 
 _PLACEHOLDER = re.compile(r"\{\{.*?\}\}")

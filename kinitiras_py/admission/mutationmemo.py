@@ -26,10 +26,10 @@ import orjson
 
 from kinitiras_py.base.bounded import Cache
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import selection
 from kinitiras_py.engine.evaluation import celvalues
 from kinitiras_py.engine.evaluation.cel import Program
-from kinitiras_py.engine.results import Mutation
+from kinitiras_py.engine.matching import selection
+from kinitiras_py.engine.policies.results import Mutation
 
 DEFAULT_BYTES: Final = 1024 * 1024
 """What `serve` keeps unless told otherwise (``--mutation-results-mib``)."""

@@ -10,12 +10,14 @@ from typing import Any
 
 from kinitiras_py.admission import mutationmemo, sidecars
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import conditions, jsrules, overriding, selection, validating
-from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation.cel import Program, runs_long
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.results import Mutation, RuleCheck, Verdict
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching import conditions, selection
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.results import Mutation, RuleCheck, Verdict
+from kinitiras_py.engine.rules import jsrules
+from kinitiras_py.engine.running import overriding, validating
 from kinitiras_py.refs import resolver
 from kinitiras_py.refs.egress import Egress
 from kinitiras_py.refs.store import Store

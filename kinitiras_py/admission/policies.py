@@ -12,9 +12,9 @@ from kinitiras_py.admission.pipeline import Request
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import Obj, Patch
-from kinitiras_py.engine import jsrules, sidecars
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.rules import jsrules, sidecars
 from kinitiras_py.refs.egress import Egress
 
 
@@ -48,7 +48,7 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
             continue
         if holder.get("renderedCel") != source:
             ops.append({"op": "add", "path": f"{pointer}/renderedCel", "value": source})
-    for index in sidecars.kept_in_configmaps(compiled):
+    for index in sidecars.kept_in_configmaps(compiled.rules):
         if "renderedCel" in (rules[index].get("overriders") or {}):
             ops.append({"op": "remove", "path": f"/spec/{field_name}/{index}/overriders/renderedCel"})
     return ops + compiled.rendered_field_ops(doc)

@@ -25,8 +25,8 @@ from typing import Any
 
 from kinitiras_py.admission.pipeline import Decision
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.results import PolicyId, RuleId
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.results import PolicyId, RuleId
 
 RESULTS = ("pass", "fail", "warn", "error", "skip")
 """Every rule result, as Kyverno and PolicyReports spell them."""

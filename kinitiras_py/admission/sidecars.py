@@ -12,9 +12,9 @@ from typing import Any
 
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import sidecars
-from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation.cel import Program
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.rules import sidecars
 from kinitiras_py.refs import scoped
 from kinitiras_py.refs.store import Store
 

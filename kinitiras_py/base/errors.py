@@ -19,7 +19,7 @@ Each package's own errors live beside the code that raises them, and derive from
 reads refused, ``ValueError`` for untranslatable input, ``OSError`` for guarded addresses).
 tests/unit/base/test_errors.py walks the package to keep it so.
 
-"The object under review is bad" is a verdict, not an exception: see ``engine.results``.
+"The object under review is bad" is a verdict, not an exception: see ``engine.policies.results``.
 """
 
 from __future__ import annotations

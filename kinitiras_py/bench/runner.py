@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from kinitiras_py.admission.pipeline import Pipeline, Request
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.offline.apply import build_pipeline, compile_all
 
 

@@ -106,7 +106,7 @@ def _warn(message: str) -> None:
 
 def _render(args: argparse.Namespace) -> int:
     from kinitiras_py.admission import httprefs
-    from kinitiras_py.engine.compiling import compile_policy
+    from kinitiras_py.engine.policies.compiling import compile_policy
     from kinitiras_py.offline import loader
     from kinitiras_py.offline.apply import check_context
     from kinitiras_py.offline.dumper import dump_yaml_all

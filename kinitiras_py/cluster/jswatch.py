@@ -1,4 +1,4 @@
-"""Informers that feed JavaScript rules' watch hooks (:mod:`kinitiras_py.engine.jshooks`).
+"""Informers that feed JavaScript rules' watch hooks (:mod:`kinitiras_py.engine.rules.jshooks`).
 
 For each policy version whose javascript rules define ``jsa_created``, ``jsa_updated`` or
 ``jsa_deleted``, the kinds its selectors name are watched (one informer per resource, shared by
@@ -25,8 +25,9 @@ from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.discovery import Discovery
 from kinitiras_py.cluster.informers import Informer
-from kinitiras_py.engine import jshooks
-from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.rules import jshooks
+from kinitiras_py.engine.running import watchhooks
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class HookFeed:
         if self._versions.get(key) is compiled:
             return
         self._withdraw(key)
-        if compiled is None or not jshooks.watching(compiled):
+        if compiled is None or not watchhooks.watching(compiled):
             return
         self._versions[key] = compiled
         self._starting[key] = asyncio.get_running_loop().create_task(self._start(key, compiled),
@@ -118,9 +119,9 @@ class HookFeed:
     async def _started(self, key: PolicyKey, compiled: CompiledPolicy) -> None:
         try:
             resources = [await self.discovery.resolve(api_version, kind)
-                         for api_version, kind in jshooks.kinds(compiled)]
+                         for api_version, kind in watchhooks.kinds(compiled)]
         except LookupError as e:
-            for hooks in jshooks.watching(compiled):
+            for hooks in watchhooks.watching(compiled):
                 hooks.state.problem = f"its watch hooks cannot follow the objects it selects: {e}"
             log.warning("%s: %s", compiled.ref, e)
             return
@@ -130,9 +131,9 @@ class HookFeed:
         await asyncio.gather(*(informer.synced.wait() for informer in informers))
         # No await from here to the registration: the snapshot and it see the same events.
         built = []
-        for hooks in jshooks.watching(compiled):
-            existing = [obj for informer in informers for obj in informer.list() if jshooks.concerns(compiled, obj)]
-            built.append(asyncio.wrap_future(hooks.start(sorted(existing, key=jshooks.order))))
+        for hooks in watchhooks.watching(compiled):
+            existing = [obj for informer in informers for obj in informer.list() if watchhooks.concerns(compiled, obj)]
+            built.append(asyncio.wrap_future(hooks.start(sorted(existing, key=watchhooks.order))))
             target = _Target(compiled, hooks)
             for informer in informers:
                 target.since[informer.resource] = int(informer.resource_version) \
@@ -156,7 +157,7 @@ class HookFeed:
         async def handle(*objs: Obj) -> None:
             obj = objs[-1]  # updates come as (old, new)
             for target in list(self._targets.get(resource, ())):
-                if not _newer(obj, target.since.get(resource)) or not jshooks.concerns(target.policy, obj):
+                if not _newer(obj, target.since.get(resource)) or not watchhooks.concerns(target.policy, obj):
                     continue
                 if event == "updated":
                     target.hooks.updated(obj, objs[0])

@@ -1,7 +1,7 @@
 """Policies from the API server into the request-path indexes, compiled once per version.
 
-One informer per policy kind. Each added or changed policy is compiled (``engine.compiling``)
-and put into the override or validation :class:`~kinitiras_py.engine.selection.PolicyIndex`; a
+One informer per policy kind. Each added or changed policy is compiled (``engine.policies.compiling``)
+and put into the override or validation :class:`~kinitiras_py.engine.matching.selection.PolicyIndex`; a
 policy that does not compile is taken out of its index (never half-applied) and its problems
 are kept in ``errors`` for the status writer. Results are cached per (uid, generation), so
 status-only updates and relists do not recompile.
@@ -21,9 +21,9 @@ from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.informers import Informer
-from kinitiras_py.engine.compiled import VALIDATE_KINDS, CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import VALIDATE_KINDS, CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from kinitiras_py.base import aiotasks
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Api, ApiException
 from kinitiras_py.cluster.policywatch import policy_resources
-from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ defines ``jsa_mutate`` and a ``ValidatePolicy`` when it defines ``jsa_validate``
 ``spec.kinds`` lists resources (``pods``, ``v1/pods``, ``apps/v1/deployments``); each becomes a
 resource selector. A resource we cannot name the kind of is reported, never dropped. The watch
 hooks (``jsa_init``, ``jsa_created``, ``jsa_updated``, ``jsa_deleted``) and ``state`` are kept
-by our javascript rules (:mod:`kinitiras_py.engine.jshooks`), and an override policy carries
+by our javascript rules (:mod:`kinitiras_py.engine.rules.jshooks`), and an override policy carries
 js-admissions' marker annotation (``jsadmissions.momiji.com/mutate``) as its rule's ``marker``.
 """
 
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from kinitiras_py.api.policies import API_VERSION
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.convert.registry import Conversion, Problem, register
-from kinitiras_py.engine import jshooks, jsrules
 from kinitiras_py.engine.evaluation import jsruntime
+from kinitiras_py.engine.rules import jshooks, jsrules
 
 GROUP = "momiji.com"
 NAMESPACED = ("JsAdmission", "JsAdmissions")

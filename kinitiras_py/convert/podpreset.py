@@ -16,7 +16,7 @@ from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.convert.registry import Conversion, Problem, register
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiling import compile_policy
 
 GROUP = "settings.k8s.io"
 INJECTED = ("env", "envFrom", "volumeMounts", "volumes")

@@ -11,10 +11,10 @@ from kinitiras_py.admission.pipeline import Decision, Pipeline, Request, with_na
 from kinitiras_py.admission.results import ObjectResult, ResourceRef, override_results, validate_results
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS, Obj
-from kinitiras_py.engine import jshooks
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.running import watchhooks
 from kinitiras_py.offline.loader import InputError
 from kinitiras_py.offline.static import StaticHttp, StaticStore
 from kinitiras_py.refs.egress import Egress
@@ -93,7 +93,7 @@ def build_pipeline(compiled: Sequence[CompiledPolicy], context: Sequence[Obj] = 
     """A pipeline over ``compiled`` whose references are answered from ``context``, http ones
     within ``egress`` (default: the webhook's default setting); the objects in ``context`` count
     as existing for JavaScript watch hooks (passed to jsa_created, in a stable order)."""
-    jshooks.start_offline(compiled, context)
+    watchhooks.start_offline(compiled, context)
     egress = egress if egress is not None else Egress()
     return Pipeline(
         overrides=PolicyIndex(p for p in compiled if not p.validating),

@@ -10,15 +10,15 @@ from kinitiras_py.admission import sidecars as sidecar_templates
 from kinitiras_py.admission.policies import rendered_patch
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import sidecars
-from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.rules import sidecars
 from kinitiras_py.offline.loader import InputError
 from kinitiras_py.offline.static import StaticStore
 
 
 def with_rendered(doc: Obj, compiled: CompiledPolicy) -> Obj:
     """A copy of ``doc`` with each templated rule's ``renderedCel`` set."""
-    from kinitiras_py.engine import patching
+    from kinitiras_py.engine.objects import patching
 
     result: Obj = patching.apply_patch(copy.deepcopy(doc), rendered_patch(doc, compiled))
     return result

@@ -6,7 +6,7 @@ import re
 
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import fieldpath
+from kinitiras_py.engine.objects import fieldpath
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 

@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine.compiled import VALIDATE_KINDS, CompiledPolicy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import VALIDATE_KINDS, CompiledPolicy
 
 log = logging.getLogger("kinitiras_py.registration")
 

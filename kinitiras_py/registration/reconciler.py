@@ -34,8 +34,8 @@ from typing import Any, Protocol
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Api, ApiException
 from kinitiras_py.cluster.discovery import Discovery
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.registration import applying, builder, rules
 from kinitiras_py.registration.builder import Registration
 from kinitiras_py.registration.coverage import CoverageGate, covers

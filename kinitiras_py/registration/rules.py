@@ -2,7 +2,7 @@
 
 Each ResourceSelector (``apiVersion``, ``kind``) becomes (API group, version, resource plural)
 through a :class:`Catalog` (discovery). The forms of ``apiVersion`` are those of
-``engine.selectors``: ``*``/missing (any group), ``group/version``, ``group/*`` and a bare group
+``engine.objects.selectors``: ``*``/missing (any group), ``group/version``, ``group/*`` and a bare group
 name (any version of the group), ``v1``-like (the core group at that version). ``kind: "*"`` or a
 missing kind means every resource of the group(s); a policy with no selectors, or ``apiVersion:
 "*"`` with any kind, means every group.
@@ -41,7 +41,7 @@ from typing import Protocol
 from kinitiras_py.api.policies import GROUP, KINDS
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
-from kinitiras_py.engine import selectors
+from kinitiras_py.engine.objects import selectors
 
 log = logging.getLogger("kinitiras_py.registration")
 

@@ -16,9 +16,9 @@ from kinitiras_py.cluster.jswatch import HookFeed
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.status import StatusWriter
 from kinitiras_py.cluster.store import InformerStore
-from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation import celmemo
-from kinitiras_py.engine.results import RuleFailure
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.results import RuleFailure
 from kinitiras_py.refs import outbound
 from kinitiras_py.refs.http import AiohttpClient
 from kinitiras_py.registration.coverage import CoverageGate

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kinitiras_py.base.bounded import Cache
-from kinitiras_py.engine.results import PolicyId
+from kinitiras_py.engine.policies.results import PolicyId
 
 _START: Final = re.compile(
     rb'\{"kind":"AdmissionReview","apiVersion":"admission\.k8s\.io/v1(?:beta1)?","request":\{"uid":"'

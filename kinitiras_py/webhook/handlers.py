@@ -12,8 +12,8 @@ from aiohttp import web
 from kinitiras_py.admission import policies
 from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base.errors import ReviewError
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.results import RuleFailure
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.results import RuleFailure
 from kinitiras_py.webhook import answers, body, codec
 from kinitiras_py.webhook.deadlines import Deadlines
 from kinitiras_py.webhook.metrics import Metrics

@@ -15,7 +15,7 @@ from prometheus_client.utils import floatToGoString
 from kinitiras_py.admission import mutationmemo
 from kinitiras_py.base.bounded import Cache
 from kinitiras_py.engine.evaluation import celmemo
-from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, Verdict
+from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleFailure, Verdict
 from kinitiras_py.webhook import answers
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST

@@ -10,7 +10,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.dev.binaries import cache_root
-from kinitiras_py.engine.cue.compiler import compile_cue
+from kinitiras_py.engine.cue import compile_cue
 from kinitiras_py.engine.cue.errors import evaluate
 from kinitiras_py.engine.evaluation import cel
 from tests.cue.corpus import Case

@@ -18,8 +18,8 @@ from aiohttp.test_utils import TestClient
 
 from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.cluster.client import Resource
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.registration.builder import Registration
 from kinitiras_py.registration.coverage import CoverageGate

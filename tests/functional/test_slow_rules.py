@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from kinitiras_py.engine import overriding
 from kinitiras_py.engine.evaluation import bounds
+from kinitiras_py.engine.running import overriding
 from kinitiras_py.webhook.app import make_app
 from tests.functional.test_webhook import make_handlers, post, review
 

@@ -15,8 +15,8 @@ import yaml
 from aiohttp.test_utils import TestClient
 
 from kinitiras_py.admission.pipeline import Pipeline
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook.app import MAX_BODY_BYTES, make_app
 from kinitiras_py.webhook.handlers import Handlers

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.engine.evaluation import celmemo
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook import answers
 from kinitiras_py.webhook.handlers import Handlers

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from kinitiras_py.admission.pipeline import Pipeline, Request
 from kinitiras_py.api import policies
 from kinitiras_py.base.errors import PolicyErrors
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.static import StaticStore
 from tests.fuzz.test_policies_fuzz import TEXT, check
 

@@ -19,9 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import KinitirasError, PolicyErrors
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.cue.compiler import compile_cue
+from kinitiras_py.engine.cue import compile_cue
 from kinitiras_py.engine.cue.syntax import Unsupported
+from kinitiras_py.engine.policies.compiling import compile_policy
 from tests.cue import harness
 from tests.cue.corpus import CASES as BASE_CASES
 from tests.cue.corpus_packages import PACKAGE_CASES

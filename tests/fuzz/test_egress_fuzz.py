@@ -40,8 +40,8 @@ from hypothesis import strategies as st
 from kinitiras_py.admission.pipeline import Pipeline, Request
 from kinitiras_py.admission.policies import admit_policy
 from kinitiras_py.base.errors import PolicyErrors
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.refs.egress import AllowEntry, Egress, EgressRefused
 from kinitiras_py.refs.http import AiohttpClient

@@ -37,8 +37,8 @@ from hypothesis import strategies as st
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.cli.main import main
 from kinitiras_py.convert import registry
-from kinitiras_py.engine import jshooks, overriding, validating
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.running import overriding, validating, watchhooks
 
 API = "policy.kcloudlabs.io/v1alpha1"
 POD: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
@@ -222,7 +222,7 @@ def tempfile_dir() -> Any:
 
 def test_the_watched_kinds_are_those_selected() -> None:
     compiled = compile_policy(policy("ClusterValidatePolicy", stateful({"jsa_created": (True, [])})))
-    assert jshooks.kinds(compiled) == [("v1", "Pod")]
+    assert watchhooks.kinds(compiled) == [("v1", "Pod")]
 
 
 KIND_PARTS = ["v1", "apps", "batch", "/", ".", "pods", "Pod", "deployments", "Deployment", "cronjobs", "v2", "", " ",

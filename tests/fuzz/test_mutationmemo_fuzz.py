@@ -27,12 +27,12 @@ from hypothesis import strategies as st
 
 from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission.pipeline import Pipeline
-from kinitiras_py.engine import overriding
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import celmemo
-from kinitiras_py.engine.results import Mutation
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.policies.results import Mutation
+from kinitiras_py.engine.running import overriding
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook import codec
 from kinitiras_py.webhook.handlers import Handlers

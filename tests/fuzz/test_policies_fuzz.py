@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from kinitiras_py.api import policies
 from kinitiras_py.api.schema import Model, Node, fields_of
 from kinitiras_py.base.errors import PolicyErrors
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiling import compile_policy
 from tests.jsonpaths import json_paths
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -14,6 +14,7 @@ reads it on every evaluation (outside any comprehension). Anything else is refus
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kinitiras_py.engine.cue import syntax
@@ -52,8 +53,10 @@ class _Ctx:
 class Compiler:
     """One program; :meth:`compile` gives its CEL source."""
 
-    def __init__(self, text: str, kind: str) -> None:
+    def __init__(self, text: str, kind: str, expression: Callable[[Compiler, s.Node, _Ctx], str]) -> None:
         self.kind = kind
+        self.expression = expression
+        """The compiler of one expression (:func:`.operators.expr`, which calls back into this one)."""
         self.output = OUTPUTS[kind]
         self.tree = syntax.parse(text)
         self.helpers: dict[str, _Helper] = {}
@@ -210,9 +213,7 @@ class Compiler:
     # -- expressions --------------------------------------------------------------------------
 
     def expr(self, node: s.Node, ctx: _Ctx) -> str:
-        from kinitiras_py.engine.cue import operators
-
-        return operators.expr(self, node, ctx)
+        return self.expression(self, node, ctx)
 
     def _bool(self, source: str, what: str) -> str:
         var = self.fresh("b")
@@ -250,9 +251,3 @@ def _chain_helper(compiler: Compiler, node: s.Node, seen: frozenset[str] = froze
     if helper is not None:
         return node.name not in seen and _chain_helper(compiler, helper.decl.value, seen | {node.name})
     return node.name in INPUTS
-
-
-def compile_cue(text: str, kind: str) -> str:
-    """The CEL of a kinitiras ``cue`` program for ``kind`` (``override`` or ``validate``);
-    :class:`Unsupported` names what is outside the subset and where."""
-    return Compiler(text, kind).compile()

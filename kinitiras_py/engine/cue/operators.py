@@ -8,16 +8,11 @@ give a rounded result (comparisons of floats are exact in both).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kinitiras_py.engine.cue import packages
 from kinitiras_py.engine.cue import tree as s
-from kinitiras_py.engine.cue.compiler import err
+from kinitiras_py.engine.cue.compiler import Compiler, _Ctx, err
 from kinitiras_py.engine.cue.tree import Unsupported
 from kinitiras_py.engine.rendering.environment import cel_literal, cel_string
-
-if TYPE_CHECKING:
-    from kinitiras_py.engine.cue.compiler import Compiler, _Ctx
 
 _NUM = "(type({0}) == int || type({0}) == double)"
 _MAX_DUPLICATES = 4
@@ -237,8 +232,6 @@ def _collect(c: Compiler, decls: tuple[s.Decl, ...], guard: str | None, binds: l
 
 def struct(c: Compiler, node: s.Struct, ctx: _Ctx) -> str:
     """A struct literal as a CEL map; fields of ``if`` comprehensions present when their guards hold."""
-    from kinitiras_py.engine.cue.compiler import _Ctx
-
     labels = frozenset(_labels(node.decls))
     inner = _Ctx(ctx.env, ctx.conditional, ctx.shadow | labels)
     binds: list[tuple[str, str]] = []
@@ -302,8 +295,6 @@ def _list(c: Compiler, node: s.ListLit, ctx: _Ctx) -> str:
 def _clauses(c: Compiler, clauses: tuple[s.Clause, ...], body: s.Struct, ctx: _Ctx) -> str:
     """A list comprehension as a CEL list. ``for`` with only ``if`` clauses after it is a filter and a
     map (no nested lists, which the cost estimate would count as large)."""
-    from kinitiras_py.engine.cue.compiler import _Ctx
-
     if not clauses:
         return f"[{_element(c, body, ctx)}]"
     clause, rest = clauses[0], clauses[1:]

@@ -10,14 +10,9 @@ string (Go splits or inserts between runes) and ``FormatInt`` in a base other th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kinitiras_py.engine.cue import tree as s
-from kinitiras_py.engine.cue.compiler import err
+from kinitiras_py.engine.cue.compiler import Compiler, _Ctx, err
 from kinitiras_py.engine.cue.tree import Unsupported
-
-if TYPE_CHECKING:
-    from kinitiras_py.engine.cue.compiler import Compiler, _Ctx
 
 _ASCII = "'^[\\\\x00-\\\\x7f]*$'"
 # Go's spellings of a bool; braces doubled because the bodies go through str.format.
@@ -56,8 +51,6 @@ FUNCTIONS = tuple(_TABLE)
 
 def call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
     """The CEL of a call of one of :data:`FUNCTIONS` (its package imported, checked by the caller)."""
-    from kinitiras_py.engine.cue.operators import expr
-
     kinds, body = _TABLE[node.name]
     if len(node.args) != len(kinds):
         raise Unsupported(node.pos, f"`{node.name}` takes {len(kinds)} argument{'s' * (len(kinds) > 1)}")
@@ -69,5 +62,5 @@ def call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
                          nested=err("unsupported", "list.Contains of structs or lists"))
     result = f"{' && '.join(checks)} ? ({filled}) : {err('invalid', f'invalid arguments to {node.name}')}"
     for var, arg in reversed(list(zip(names, node.args, strict=True))):
-        result = f"cel.bind({var}, dyn({expr(c, arg, ctx)}), {result})"
+        result = f"cel.bind({var}, dyn({c.expr(arg, ctx)}), {result})"
     return result

@@ -14,7 +14,7 @@ import math
 from decimal import Decimal, InvalidOperation
 
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import patching, workloads
+from kinitiras_py.engine.objects import patching, workloads
 
 # -- workload -------------------------------------------------------------------------------------
 

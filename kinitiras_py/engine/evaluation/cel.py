@@ -4,7 +4,7 @@ This is the only module that imports ``cel_expr_python``; everything else sees :
 plain JSON values and :mod:`kinitiras_py.base.errors`.
 
 Environment
-    Variables :data:`VARIABLES`, all ``dyn``; a variable not supplied at evaluation is ``null``,
+    Variables :data:`.celenv.VARIABLES`, all ``dyn``; a variable not supplied at evaluation is ``null``,
     so a rule can test ``oldObject == null``. Extensions: strings, optional (``obj.?field``,
     ``m[?'k']``, ``optional.of/none``, ``orValue``), math, encoders (base64), bindings
     (``cel.bind``), plus the function library of :mod:`.celext`.
@@ -52,15 +52,13 @@ cel-expr-python 0.1.3, and what this module does about it
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
 
 from kinitiras_py.base.errors import CelCompileError, CelEvalError
 from kinitiras_py.base.typedefs import JSON
@@ -68,6 +66,7 @@ from kinitiras_py.engine.evaluation import (
     bounds,
     celbridge,
     celcheck,
+    celenv,
     celext,
     celmemo,
     celorder,
@@ -76,12 +75,8 @@ from kinitiras_py.engine.evaluation import (
     cost,
     regex,
 )
+from kinitiras_py.engine.evaluation.celbindings import Bindings
 
-if TYPE_CHECKING:
-    from kinitiras_py.engine.evaluation.celbindings import Bindings
-
-VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject")
-_KNOWN = frozenset(VARIABLES)
 _READS: dict[celreads.Reads, celreads.Reads] = {}
 """Programs' reads, interned: programs reading alike share activations (Bindings keys them by id)."""
 MAX_INTERNED = 4096
@@ -103,49 +98,6 @@ _REWORDINGS = (
 )
 
 _LIBRARY = frozenset(f.name for f in celext.FUNCTIONS)
-_TYPES: dict[celext.Kind, cel.Type] = {
-    "dyn": cel.Type.DYN,
-    "bool": cel.Type.BOOL,
-    "int": cel.Type.INT,
-    "double": cel.Type.DOUBLE,
-    "string": cel.Type.STRING,
-    "list": cel.Type.List(cel.Type.DYN),
-}
-# An "any" parameter becomes one overload per JSON kind. A dyn parameter would type-check but
-# never match at runtime; google.protobuf.Any would match everything, optionals included, and
-# cel-expr-python crashes converting an optional argument. With concrete kinds an optional
-# argument is a compile error, or a "no matching overload" error when hidden behind dyn().
-_ANY = (cel.Type.NULL, cel.Type.BOOL, cel.Type.INT, cel.Type.UINT, cel.Type.DOUBLE, cel.Type.STRING,
-        cel.Type.BYTES, cel.Type.List(cel.Type.DYN), cel.Type.Map(cel.Type.DYN, cel.Type.DYN))
-
-
-def _declaration(function: celext.Function) -> cel.FunctionDecl:
-    overloads = []
-    for o in function.overloads:
-        impl = celbridge.bridge(function.name, bounds.bounded(function.name, o.impl))
-        signatures = list(itertools.product(*(_ANY if p == "any" else (_TYPES[p],) for p in o.params)))
-        for n, params in enumerate(signatures):
-            overload_id = o.id if len(signatures) == 1 else f"{o.id}_{n}"
-            overloads.append(cel.Overload(overload_id, _TYPES[o.result], list(params), is_member=o.member,
-                                          impl=impl))
-    return cel.FunctionDecl(function.name, overloads)
-
-
-@functools.cache
-def _env() -> cel.Env:
-    celbridge.probe_leaks()
-    env = cel.NewEnv(
-        variables={name: cel.Type.DYN for name in VARIABLES},
-        extensions=[ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_math.ExtMath(),
-                    ext_encoders.ExtEncoders(), ext_bindings.ExtBindings()],
-        functions=[*(_declaration(f) for f in celext.FUNCTIONS), celorder.declaration()],
-    )
-    # The environment is configured lazily by the first compile; do it here so a clash in our
-    # own declarations fails loudly instead of being reported as a broken policy.
-    env.compile("true")
-    return env
-
-
 def _clean(message: str) -> str:
     return _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
 
@@ -181,7 +133,7 @@ class Program:
         return bytes(self._expression.serialize())
 
     def evaluate(self, variables: Mapping[str, JSON] | Bindings, remember: bool = True) -> JSON:
-        """Evaluate with ``variables`` (names from :data:`VARIABLES`; missing ones are null).
+        """Evaluate with ``variables`` (names from :data:`.celenv.VARIABLES`; missing ones are null).
 
         Returns a plain JSON value; raises :class:`CelEvalError` when evaluation fails.
         ``remember=False`` leaves the result cache (:mod:`.celmemo`) out: an evaluation made
@@ -194,7 +146,7 @@ class Program:
             else:
                 bounds.check_size(self.bound, variables.longest(paths), variables.largest(names, self.bound.bytes))
         if isinstance(variables, Mapping):
-            data = _projected(variables, self.reads)[0]
+            data = celenv.projected(variables, self.reads)[0]
             memo = celmemo.key(data) if remember else None
         else:
             memo = variables.key(self.reads) if remember else None
@@ -205,7 +157,7 @@ class Program:
         bounds.start()
         try:
             if isinstance(variables, Mapping):
-                result = _result(self._expression.eval(data=_prepare(data)))
+                result = _result(self._expression.eval(data=celenv.prepare(data)))
             else:
                 result = _result(self._expression.eval(activation=variables.activation(self.reads)))
         except RuntimeError as e:  # some conversion failures raise instead of yielding an error value
@@ -216,14 +168,6 @@ class Program:
         if memo is not None:
             celmemo.RESULTS.put(self.source, memo, result)
         return result
-
-
-def _projected(variables: Mapping[str, JSON], reads: celreads.Reads | None
-               ) -> tuple[dict[str, JSON], dict[str, celreads.Taken]]:
-    """:func:`celreads.project_all` of ``variables``, which must all be known."""
-    if not _KNOWN.issuperset(variables):
-        raise ValueError(f"unknown CEL variables {sorted(set(variables) - _KNOWN)}; expected some of {VARIABLES}")
-    return celreads.project_all(variables, reads, VARIABLES)
 
 
 def runs_long(programs: Iterable[Program | None], obj: JSON, size: int | None = None) -> bool:
@@ -247,14 +191,6 @@ def runs_long(programs: Iterable[Program | None], obj: JSON, size: int | None = 
         return False
 
 
-def _prepare(variables: Mapping[str, JSON]) -> dict[str, Any]:
-    """``variables`` as cel-expr-python takes them; those a program does not read may be left out."""
-    unknown = set(variables) - _KNOWN
-    if unknown:
-        raise ValueError(f"unknown CEL variables {sorted(unknown)}; expected some of {VARIABLES}")
-    return {name: celvalues.to_input(name, value) for name, value in variables.items()}
-
-
 @functools.lru_cache(maxsize=CACHE_SIZE)
 def compile_program(source: str) -> Program:
     """Compile ``source``; the same text always yields the same :class:`Program`.
@@ -266,7 +202,7 @@ def compile_program(source: str) -> Program:
     if size > MAX_SOURCE_BYTES:
         raise CelCompileError(f"the expression is {size} bytes long; the limit is {MAX_SOURCE_BYTES}")
     try:
-        expression = _env().compile(source)
+        expression = celenv.env().compile(source)
     except RuntimeError as e:
         raise CelCompileError(_clean(str(e))) from None
     serialized = expression.serialize()
@@ -291,10 +227,10 @@ def compile_program(source: str) -> Program:
             f"estimated cost {bound.cost:,} exceeds the budget of {cost.BUDGET:,} (about a second), even for "
             f"requests of {bound.bytes:,} bytes with lists of {bound.items} entries: iterate less, or over "
             "shorter lists")
-    reads = celreads.reads(serialized, VARIABLES)
+    reads = celreads.reads(serialized, celenv.VARIABLES)
     rewritten = celorder.ordered(serialized)  # what was estimated and read above, with maps iterated in order
     if rewritten is not None:
-        expression = _env().deserialize(rewritten)
+        expression = celenv.env().deserialize(rewritten)
     if reads is not None and len(_READS) < MAX_INTERNED:
         reads = _READS.setdefault(reads, reads)
     return Program(source, expression, bound, reads)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import bounds, cel, celmemo, celreads, costmodel
+from kinitiras_py.engine.evaluation import bounds, celenv, celmemo, celreads, costmodel
 from kinitiras_py.engine.evaluation.costmodel import Path
 
 _UNSET = object()
@@ -87,14 +87,14 @@ class Bindings:
         would without bindings."""
         entry = self._entry(reads)
         if entry[4] is None:
-            entry[4] = cel._env().Activation(data=cel._prepare(entry[1]))
+            entry[4] = celenv.env().Activation(data=celenv.prepare(entry[1]))
         return entry[4]
 
     def _entry(self, reads: celreads.Reads | None) -> list[Any]:
         """[reads, the parts read, where they depend on the variables, key, activation]."""
         entry = self._activations.get(id(reads))
         if entry is None or entry[0] is not reads:
-            data, taken = cel._projected(self._variables, reads)
+            data, taken = celenv.projected(self._variables, reads)
             entry = self._activations[id(reads)] = [reads, data, taken, _UNSET, None]
         return entry
 

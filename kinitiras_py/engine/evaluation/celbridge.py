@@ -23,7 +23,7 @@ from kinitiras_py.engine.evaluation import celvalues
 # value a function returns, so every call would leak its converted arguments and result: a whole
 # object for workload.containers(object). Our functions are therefore wrapped in a METH_VARARGS
 # builtin made with ctypes, which receives that very tuple; each call's (arguments, result) pair
-# is kept per thread and released by release() once the evaluation is over. _env() probes
+# is kept per thread and released by release() once the evaluation is over. celenv.env() probes
 # whether the installed build leaks, so a fixed release switches the compensation off by itself.
 
 

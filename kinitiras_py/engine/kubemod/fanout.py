@@ -25,7 +25,7 @@ from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.kubemod import syntax
 from kinitiras_py.engine.kubemod.syntax import Path, SelectError
 from kinitiras_py.engine.kubemod.tocel import Compiler, Key
-from kinitiras_py.engine.patching import escape_pointer_token
+from kinitiras_py.engine.objects.patching import escape_pointer_token
 from kinitiras_py.engine.rendering.environment import cel_string
 
 PLACEHOLDER = re.compile(r"#(\d+)")

@@ -12,7 +12,7 @@ from pathlib import Path
 import jinja2
 
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import fieldpath, workloads
+from kinitiras_py.engine.objects import fieldpath, workloads
 
 TEMPLATE_DIR = Path(__file__).with_name("templates")
 

@@ -3,7 +3,7 @@
 Unlike the other templates, the rendered CEL does not return patch operations: it returns a plan,
 ``{"apply", "podSpec", "claims"}``, one claim per item and place (a container's ``env``, the pod's
 ``volumes``...), saying whether the pod already has the item (``present``) and at which indexes the
-pod holds the item's keys with other values (``clash``). :mod:`kinitiras_py.engine.injection`
+pod holds the item's keys with other values (``clash``). :mod:`kinitiras_py.engine.running.injection`
 combines the plans of every inject rule matching a pod, so that conflicts between rules are seen
 too, and writes the operations. Items are written as the API server defaults them (a configMap
 volume's ``defaultMode: 420``...), so an item injected earlier compares equal when met again.
@@ -15,9 +15,10 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from kinitiras_py.api.policies import GROUP
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import selectors
+from kinitiras_py.engine.objects import selectors
 
 EXCLUDE_ANNOTATIONS = ("podpreset.admission.kubernetes.io/exclude", "policy.kcloudlabs.io/inject-exclude")
 """A pod (or pod template) annotated with either, set to "true", is left alone by every inject rule."""
@@ -128,10 +129,28 @@ def rule_problems(rule: Obj, path: str) -> list[PolicyError]:
             for name in others]
 
 
+MAX_KEY_NAME = 63
+"""Longest name part of an annotation key (the marker's ``inject-<policy name>``)."""
+
+
+def marker_key(kind: str, name: str) -> str:
+    """The annotation naming an applied inject policy; cluster policies get their own prefix."""
+    prefix = "cluster-inject-" if kind == "ClusterOverridePolicy" else "inject-"
+    return f"{GROUP}/{prefix}{name}"
+
+
+def marker_problem(kind: str, name: str) -> str | None:
+    """Why the marker annotation of this policy cannot be written (a name too long), or None."""
+    part = marker_key(kind, name).split("/", 1)[1]
+    if len(part) > MAX_KEY_NAME:
+        return (f"an inject policy marks the pods it changes with the annotation {part!r}, whose name "
+                f"part may have at most {MAX_KEY_NAME} characters: shorten the policy name to at most "
+                f"{MAX_KEY_NAME - len(part) + len(name)}")
+    return None
+
+
 def check_marker(kind: str, name: str) -> None:
     """Refuse a policy name too long for the annotation that marks the pods it injects."""
-    from kinitiras_py.engine.injection import marker_problem
-
     problem = marker_problem(kind, name)
     if problem is not None:
         raise PolicyError("metadata.name", problem)

@@ -14,9 +14,9 @@ import jinja2
 
 from kinitiras_py.base.errors import PolicyError, QuantityError
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import fieldpath
 from kinitiras_py.engine.evaluation import builtins
 from kinitiras_py.engine.evaluation.quantity import Quantity
+from kinitiras_py.engine.objects import fieldpath
 from kinitiras_py.engine.rendering.environment import make_environment
 
 OVERRIDE_TYPES = ("annotations", "labels", "resources", "resourcesOversell", "tolerations", "affinity", "sidecar",
@@ -57,8 +57,8 @@ def render_override(template: Obj, path: str) -> str:
         raise PolicyError(f"{path}.operation", f"must be one of add, replace, remove; got {operation!r}")
     names = template.get("containerNames") or []
     if kind == "sidecar":
-        # Its CEL names the policy (the marker annotation): engine.sidecars renders it with the policy.
-        raise PolicyError(path, "a sidecar template is rendered with its policy (engine.sidecars)")
+        # Its CEL names the policy (the marker annotation): engine.rules.sidecars renders it with the policy.
+        raise PolicyError(path, "a sidecar template is rendered with its policy (engine.rules.sidecars)")
     if kind in ("annotations", "labels"):
         return _render_metadata(template, str(kind), str(operation), path)
     if kind == "resources":
@@ -281,7 +281,7 @@ def check_operand(value: object, path: str) -> None:
 
 def check_regex(pattern: object, path: str) -> None:
     """A Regex condition's pattern must be a non-empty string that RE2 (what ``matches`` runs) accepts."""
-    from kinitiras_py.engine.regexes import regex_problem
+    from kinitiras_py.engine.evaluation.regexes import regex_problem
 
     if not isinstance(pattern, str) or not pattern:
         raise PolicyError(path, "Regex needs the pattern in value.string")

@@ -19,7 +19,7 @@ import yaml
 from kinitiras_py.api.policies import GROUP
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import selectors
+from kinitiras_py.engine.objects import selectors
 from kinitiras_py.engine.rendering import symbolic
 from kinitiras_py.engine.rendering.environment import cel_literal, cel_string, make_environment, ref_expr
 from kinitiras_py.engine.rendering.render import check_ref

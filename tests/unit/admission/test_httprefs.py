@@ -11,8 +11,8 @@ import yaml
 
 from kinitiras_py.admission.pipeline import Pipeline, Request
 from kinitiras_py.admission.policies import admit_policy
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.static import StaticHttp, StaticStore
 from kinitiras_py.refs.egress import Egress
 

@@ -13,11 +13,12 @@ import yaml
 from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission.mutationmemo import MUTATIONS
 from kinitiras_py.admission.pipeline import Pipeline, Request
-from kinitiras_py.engine import overriding, selection
-from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import bounds, celmemo
-from kinitiras_py.engine.results import Mutation
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching import selection
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.policies.results import Mutation
+from kinitiras_py.engine.running import overriding
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook import codec, shape
 from kinitiras_py.webhook.metrics import Metrics

@@ -7,8 +7,8 @@ from typing import Any
 import yaml
 
 from kinitiras_py.admission.pipeline import Pipeline, Request
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.static import StaticStore
 
 NEEDS_ENV = yaml.safe_load("""

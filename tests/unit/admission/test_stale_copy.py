@@ -18,7 +18,7 @@ import pytest
 
 from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission.pipeline import Pipeline
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.offline.apply import Case, compile_all, run
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook import answers

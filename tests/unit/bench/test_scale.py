@@ -8,7 +8,7 @@ import pytest
 
 from kinitiras_py.bench import runner, scale, workload
 from kinitiras_py.cli.main import main
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.offline.apply import compile_all
 
 

@@ -9,9 +9,9 @@ import orjson
 
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.jswatch import HookFeed, _Target
-from kinitiras_py.engine import jshooks
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.running import watchhooks
 from tests.unit.cluster.conftest import FakeApi, cm, page
 
 CONFIGMAPS = Resource("", "v1", "configmaps", True, "ConfigMap")
@@ -43,7 +43,7 @@ def policy(kind: str = "ConfigMap") -> CompiledPolicy:
 
 
 def seen(compiled: CompiledPolicy) -> Any:
-    [hooks] = jshooks.watching(compiled)
+    [hooks] = watchhooks.watching(compiled)
     hooks.script.queue(lambda: None).result()
     return orjson.loads(hooks.state.text).get("seen")
 
@@ -79,7 +79,7 @@ async def test_hooks_start_with_the_listed_objects_in_order_then_follow_each_eve
 
 async def test_events_the_snapshot_already_holds_are_skipped(fake: FakeApi) -> None:
     compiled = policy()
-    [hooks] = jshooks.watching(compiled)
+    [hooks] = watchhooks.watching(compiled)
     hooks.start([cm("a", "20")]).result()
     feed = HookFeed(fake, Mapper())  # type: ignore[arg-type]
     feed._targets[CONFIGMAPS] = [_Target(compiled, hooks, {CONFIGMAPS: 20})]
@@ -96,6 +96,6 @@ async def test_an_unknown_kind_fails_the_rule_clearly(fake: FakeApi) -> None:
     compiled = policy("Widget")
     feed.update(KEY, compiled)
     await asyncio.wait_for(feed.settled(), 2)
-    [hooks] = jshooks.watching(compiled)
+    [hooks] = watchhooks.watching(compiled)
     assert hooks.state.problem is not None and "unknown kind Widget in v1" in hooks.state.problem
     await feed.stop()

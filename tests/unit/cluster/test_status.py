@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kinitiras_py.cluster.status import StatusWriter, desired_status, rule_count
-from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from tests.unit.cluster.conftest import FakeApi, api_error
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"

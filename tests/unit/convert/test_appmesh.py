@@ -14,7 +14,7 @@ import yaml
 
 from kinitiras_py.cli.main import main
 from kinitiras_py.convert import registry
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.engine.rendering.sidecar import marker_key
 from kinitiras_py.offline import apply
 from kinitiras_py.offline.loader import load_documents

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from kinitiras_py.convert import registry
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiling import compile_policy
 from tests.cli import run
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "foreign" / "jsadmissions"

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from kinitiras_py.convert import gotemplate, kubemod
-from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import fanout
+from kinitiras_py.engine.policies.compiling import compile_policy
 
 
 def modrule(spec: dict[str, Any], namespace: str | None = "shop") -> dict[str, Any]:

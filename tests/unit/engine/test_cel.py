@@ -14,11 +14,11 @@ from kinitiras_py.base.errors import CelCompileError, CelEvalError
 from kinitiras_py.engine.evaluation import celext
 from kinitiras_py.engine.evaluation.cel import (
     MAX_SOURCE_BYTES,
-    VARIABLES,
     Program,
     check_syntax,
     compile_program,
 )
+from kinitiras_py.engine.evaluation.celenv import VARIABLES
 
 POD: dict[str, Any] = {
     "apiVersion": "v1",

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from kinitiras_py.base.errors import CelEvalError, PolicyErrors
-from kinitiras_py.engine import overriding
-from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import bounds, cel, cost
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.running import overriding
 
 
 def _override(expression: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kinitiras_py.engine.evaluation import cel, celreads
+from kinitiras_py.engine.evaluation import cel, celenv, celreads
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 
 POD: dict[str, Any] = {
@@ -175,10 +175,10 @@ def _message(*parts: tuple[int, bytes]) -> bytes:
 
 def test_the_walker_fails_closed_on_what_it_does_not_know() -> None:
     serialized = cel.compile_program("object.metadata.name")._expression.serialize()
-    assert celreads.reads(serialized, cel.VARIABLES) is not None
+    assert celreads.reads(serialized, celenv.VARIABLES) is not None
     assert celreads.reads(serialized, ("request",)) is None  # a name neither a variable, bound nor a type
     unknown = _message((2, _message((4, _message((10, b""))))))  # Any{value: CheckedExpr{expr: {field 10}}}
-    assert celreads.reads(unknown, cel.VARIABLES) is None
+    assert celreads.reads(unknown, celenv.VARIABLES) is None
 
 
 def test_bindings_keep_what_a_change_did_not_touch() -> None:
@@ -294,7 +294,7 @@ def test_templates_read_the_same_from_their_parts(template: dict[str, Any]) -> N
     for obj in _objects():
         variables = {"object": obj, "oldObject": None, "request": {"operation": "CREATE"}, "namespaceObject": None,
                      "params": {"owner": "team-a"}}
-        whole = _outcome(lambda v=variables: cel._result(program._expression.eval(data=cel._prepare(v))))
+        whole = _outcome(lambda v=variables: cel._result(program._expression.eval(data=celenv.prepare(v))))
         assert _outcome(lambda v=variables: program.evaluate(v)) == whole
         assert _outcome(lambda v=variables: program.evaluate(Bindings(v))) == whole
 

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from kinitiras_py.base.errors import CelEvalError
-from kinitiras_py.engine import overriding
-from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import bounds, cel, cost
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.running import overriding
 
 EXAMPLES = Path(__file__).parents[2] / "data" / "examples" / "templates"
 OVERSELL = EXAMPLES / "override-resourcesoversell.yaml"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinitiras_py.engine.fieldpath import format_path, get_path, parse_path, to_pointer
+from kinitiras_py.engine.objects.fieldpath import format_path, get_path, parse_path, to_pointer
 
 POD: dict[str, Any] = {
     "metadata": {

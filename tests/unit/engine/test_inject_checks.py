@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kinitiras_py.base.errors import PolicyErrors
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiling import compile_policy
 
 T = "spec.overrideRules[0].overriders.template"
 DB_PORT = {"name": "DB_PORT", "value": "6379"}

@@ -16,10 +16,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinitiras_py.engine import overriding, workloads
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.objects import workloads
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.running import overriding
 from tests.unit.engine.test_override_properties import SETTINGS
 from tests.unit.engine.test_override_properties import workloads as base_workloads
 

@@ -10,11 +10,12 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from kinitiras_py.engine import overriding, workloads
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.results import Mutation
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.objects import workloads
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.policies.results import Mutation
+from kinitiras_py.engine.running import overriding
 
 Obj = dict[str, Any]
 DB_PORT = {"name": "DB_PORT", "value": "6379"}
@@ -356,7 +357,7 @@ def test_large_pods_within_the_documented_bounds_are_injected() -> None:
 
 
 def test_operations_that_do_not_apply_fail_the_first_inject_rule(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kinitiras_py.engine import injection
+    from kinitiras_py.engine.running import injection
 
     monkeypatch.setattr(injection, "_operations",
                         lambda plans: [{"op": "replace", "path": "/spec/containers/7/env/0", "value": DB_PORT}])

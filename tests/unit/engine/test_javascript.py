@@ -13,10 +13,11 @@ import pytest
 
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import jsrules, overriding, validating
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import jsruntime
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.rules import jsrules
+from kinitiras_py.engine.running import overriding, validating
 
 API = "policy.kcloudlabs.io/v1alpha1"
 POD: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a", "labels": {"a": "1"}},

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kinitiras_py.base.errors import PolicyError
-from kinitiras_py.engine import jsrules
 from kinitiras_py.engine.evaluation import jsruntime
+from kinitiras_py.engine.rules import jsrules
 
 OK = "function jsa_mutate(obj) { return {Result: obj} }"
 NAMES = (jsrules.MUTATE, jsrules.VALIDATE, *jsrules.HOOKS)

@@ -1,4 +1,4 @@
-"""js-admissions' watch hooks and state (engine/jshooks.py) and its marker annotation, on small
+"""js-admissions' watch hooks and state (engine/rules/jshooks.py) and its marker annotation, on small
 examples of our own: the order hooks see objects in, sync and read-only state, a state per policy
 version, its bound, failures, the caches, and the marker's names in run order."""
 
@@ -15,11 +15,12 @@ from kinitiras_py.admission.pipeline import Pipeline
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.convert import registry
-from kinitiras_py.engine import jshooks, overriding, validating
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import jsruntime
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.rules import jshooks
+from kinitiras_py.engine.running import overriding, validating, watchhooks
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook import answers
 from kinitiras_py.webhook.handlers import Handlers
@@ -70,7 +71,7 @@ def policy(source: str, kind: str = "ClusterValidatePolicy", name: str = "p", **
 
 
 def hooks_of(compiled: CompiledPolicy) -> jshooks.Hooks:
-    [hooks] = jshooks.watching(compiled)
+    [hooks] = watchhooks.watching(compiled)
     return hooks
 
 
@@ -180,7 +181,7 @@ def test_offline_objects_reach_the_hooks_of_the_policies_selecting_them_in_a_sta
     cluster, namespaced = policy(LEDGER), policy(LEDGER, "ValidatePolicy")
     context = [pod("z"), pod("m", "elsewhere"), pod("b"), {"kind": "HTTPResponse", "url": "http://x"},
                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "team-a"}}]
-    jshooks.start_offline([cluster, namespaced], context)
+    watchhooks.start_offline([cluster, namespaced], context)
     assert state(cluster)["seen"] == ["+m", "+b", "+z"]  # by namespace, then name
     assert state(namespaced)["seen"] == ["+b", "+z"]  # only its own namespace
 

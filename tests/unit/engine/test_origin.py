@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from kinitiras_py.base.errors import RuleError
-from kinitiras_py.engine import origin
+from kinitiras_py.engine.rules import origin
 
 Obj = dict[str, Any]
 TEMPLATE = ("spec", "template", "spec")

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kinitiras_py.engine import overriding
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.running import overriding
 
 Obj = dict[str, Any]
 PREF = "preferredDuringSchedulingIgnoredDuringExecution"

@@ -13,11 +13,11 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from kinitiras_py.engine import overriding
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.evaluation import cel
-from kinitiras_py.engine.results import Mutation, PolicyId
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.evaluation import celenv
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.policies.results import Mutation, PolicyId
+from kinitiras_py.engine.running import overriding
 
 Obj = dict[str, Any]
 PREF = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -497,14 +497,14 @@ def count_bindings(monkeypatch: pytest.MonkeyPatch) -> list[Obj]:
 def count_conversions(monkeypatch: pytest.MonkeyPatch) -> list[Obj | None]:
     """Record the object (the part of it converted) of every activation made for CEL."""
     converted: list[Obj | None] = []
-    real = cel._projected
+    real = celenv.projected
 
     def spy(variables: Obj, reads: Any) -> Any:
         data, taken = real(variables, reads)
         converted.append(data.get("object"))
         return data, taken
 
-    monkeypatch.setattr(cel, "_projected", spy)
+    monkeypatch.setattr(celenv, "projected", spy)
     return converted
 
 

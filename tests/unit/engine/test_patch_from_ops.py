@@ -1,4 +1,4 @@
-"""The response patch is built from the operations the rules applied (engine.patchlog).
+"""The response patch is built from the operations the rules applied (engine.objects.patchlog).
 
 Properties over random JSON objects x random rule sets (ops drawn against the object as the
 earlier ops left it: adds, removes and replaces in objects and arrays, by index and ``-``,
@@ -27,10 +27,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import PatchError, RuleError
-from kinitiras_py.engine import origin, overriding, patching
-from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
-from kinitiras_py.engine.patchlog import Draft, PatchLog
-from kinitiras_py.engine.results import Mutation
+from kinitiras_py.engine.objects import patching
+from kinitiras_py.engine.objects.patchlog import Draft, PatchLog
+from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledPolicy
+from kinitiras_py.engine.policies.results import Mutation
+from kinitiras_py.engine.rules import origin
+from kinitiras_py.engine.running import overriding
 
 Obj = dict[str, Any]
 KEYS = st.sampled_from(["a", "b", "c", "a/b", "~", ""])
@@ -128,8 +130,8 @@ class Rule:
     origin: list[Obj] = field(default_factory=list)
     failure_policy: str = "Ignore"
 
-    def compiled(self, index: int) -> OverrideRule:
-        return OverrideRule(index=index, operations=None, failure_policy=self.failure_policy,
+    def compiled(self, index: int) -> CompiledOverrideRule:
+        return CompiledOverrideRule(index=index, operations=None, failure_policy=self.failure_policy,
                             rendered=Ops(self.rendered) if self.rendered else None,  # type: ignore[arg-type]
                             cel=Ops(self.cel) if self.cel else None,  # type: ignore[arg-type]
                             plaintext=self.plaintext, origin=self.origin)

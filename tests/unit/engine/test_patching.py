@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from kinitiras_py.base.errors import PatchError
-from kinitiras_py.engine import patching
-from kinitiras_py.engine.patching import (
+from kinitiras_py.engine.objects import patching
+from kinitiras_py.engine.objects.patching import (
     apply_ops_in_place,
     apply_patch,
     escape_pointer_token,

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import PolicyErrors
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.policies.compiling import compile_policy
 from tests.jsonpaths import json_paths
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -221,7 +221,7 @@ CASES: list[tuple[str, Any, str, str]] = [
      f"{OV}.plaintext[0].value", "op replace needs a value"),
     ("plaintext-without-path", op({"plaintext": [{"op": "remove"}]}), f"{OV}.plaintext[0].path",
      "required field is missing"),
-    # origin (engine/origin.validate_origin)
+    # origin (engine/rules/origin.validate_origin)
     ("origin-without-payload", op({"origin": [{"type": "labels", "operation": "add"}]}), f"{OV}.origin[0].labels",
      "required for type 'labels' with operation 'add'"),
     ("origin-same-container-twice", op({"origin": RES_PAIR}), f"{OV}.origin[1].containerCount",

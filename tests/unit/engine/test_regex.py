@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from kinitiras_py.base.errors import PolicyErrors
-from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import celext, kubemodlib
+from kinitiras_py.engine.policies.compiling import compile_policy
 
 
 @pytest.mark.parametrize(("pattern", "text", "replacement", "expected"), [

@@ -14,12 +14,12 @@ import jsonpatch
 import pytest
 
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
-from kinitiras_py.engine import overriding
-from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import celbridge, celmemo
 from kinitiras_py.engine.evaluation.cel import compile_program
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.engine.rendering.render import render_override
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.running import overriding
 
 Obj = dict[str, Any]
 TEMPLATE_PATH = "spec.overrideRules[0].overriders.template"

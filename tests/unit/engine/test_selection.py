@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinitiras_py.engine import selectors
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex, object_group, object_namespace
+from kinitiras_py.engine.matching.selection import PolicyIndex, object_group, object_namespace
+from kinitiras_py.engine.objects import selectors
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
 
 API = "policy.kcloudlabs.io/v1alpha1"
 CLUSTER_KINDS = ("ClusterOverridePolicy", "ClusterValidatePolicy")
@@ -341,7 +341,7 @@ def test_a_policy_for_other_names_or_labels_of_the_same_kind_is_not_a_candidate(
 
 def test_features_are_those_the_matched_policies_use() -> None:
     """What a policy uses beyond plain rules is worked out when it is indexed and follows it out."""
-    from kinitiras_py.engine import selection
+    from kinitiras_py.engine.matching import selection
 
     plain = policy("ClusterOverridePolicy", "plain")
     scripted = dataclasses.replace(policy("ClusterOverridePolicy", "scripted"),
@@ -368,8 +368,8 @@ def test_features_are_those_the_matched_policies_use() -> None:
     ("namespaceObject == null ? [] : []", True), ("namespaceObject.metadata.labels.x == 'y' ? [] : []", True),
 ])
 def test_the_namespace_is_needed_by_rules_that_read_it(source: str, reads: bool) -> None:
-    from kinitiras_py.engine import selection
     from kinitiras_py.engine.evaluation.cel import compile_program
+    from kinitiras_py.engine.matching import selection
 
     plain = policy("ClusterOverridePolicy", "plain")
     ruled = dataclasses.replace(plain, rules=(dataclasses.replace(plain.rules[0], cel=compile_program(source)),))

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kinitiras_py.engine.selectors import (
+from kinitiras_py.engine.objects.selectors import (
     field_text,
     match_any,
     match_fields,

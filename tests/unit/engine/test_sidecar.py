@@ -10,9 +10,10 @@ import pytest
 import yaml
 
 from kinitiras_py.base.errors import PolicyErrors
-from kinitiras_py.engine import sidecars, workloads
-from kinitiras_py.engine.compiling import compile_policy
+from kinitiras_py.engine.objects import workloads
+from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.engine.rendering.sidecar import marker_key
+from kinitiras_py.engine.rules import sidecars
 from kinitiras_py.offline import apply
 from kinitiras_py.offline.loader import InputError
 

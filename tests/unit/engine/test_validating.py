@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from kinitiras_py.engine import validating
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.results import PolicyId, Verdict
-from kinitiras_py.engine.selection import PolicyIndex
-from kinitiras_py.engine.validating import validate
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.policies.results import PolicyId, Verdict
+from kinitiras_py.engine.running import validating
+from kinitiras_py.engine.running.validating import validate
 
 API = "policy.kcloudlabs.io/v1alpha1"
 EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"

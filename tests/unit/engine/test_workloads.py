@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kinitiras_py.engine import workloads
+from kinitiras_py.engine.objects import workloads
 
 # (apiVersion, kind, expected path, expected pointer)
 POD_BEARING = [

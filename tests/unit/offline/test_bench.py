@@ -10,7 +10,7 @@ import pytest
 from kinitiras_py.bench import runner, workload
 from kinitiras_py.cli.bench import _sizes
 from kinitiras_py.cli.main import main
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.offline.apply import compile_all
 
 

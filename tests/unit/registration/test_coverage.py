@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.registration import builder
 from kinitiras_py.registration.coverage import CoverageGate, covers
 from kinitiras_py.registration.reconciler import Reconciler

@@ -13,8 +13,8 @@ import pytest
 
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import ApiException, Resource
-from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledPolicy
 from kinitiras_py.registration import builder
 from kinitiras_py.registration.builder import Registration
 from kinitiras_py.registration.reconciler import Reconciler, side_effects
@@ -76,7 +76,7 @@ class FakeWatch:
 def policy(name: str, *selectors: Obj, http: bool = False, generation: int = 1,
            kind: str = "ClusterOverridePolicy") -> CompiledPolicy:
     refs = {"valueRef": {"from": "http", "http": {"url": "https://example.invalid"}}} if http else {}
-    rule = OverrideRule(index=0, operations=None, failure_policy="Fail", refs=refs)
+    rule = CompiledOverrideRule(index=0, operations=None, failure_policy="Fail", refs=refs)
     return CompiledPolicy(kind=kind, name=name, namespace=None, uid=f"uid-{name}",
                           generation=generation, selectors=list(selectors), rules=(rule,))
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from kinitiras_py.admission.pipeline import Pipeline
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook import answers
 from kinitiras_py.webhook.handlers import Handlers

@@ -5,10 +5,10 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.results import Mutation, PolicyId, RuleId
-from kinitiras_py.engine.validating import validate
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleId
+from kinitiras_py.engine.running.validating import validate
 from kinitiras_py.webhook.metrics import _LATENCY_BUCKETS, Metrics
 
 OVERSELL = PolicyId("ClusterOverridePolicy", None, "oversell")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kinitiras_py.engine.cue.compiler import compile_cue
+from kinitiras_py.engine.cue import compile_cue
 from kinitiras_py.engine.cue.syntax import Unsupported
 
 HEAD = "object: _\n"

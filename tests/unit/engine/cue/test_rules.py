@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from kinitiras_py.base.errors import CelEvalError
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.overriding import apply_rule
-from kinitiras_py.engine.validating import check_rule
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.running.overriding import apply_rule
+from kinitiras_py.engine.running.validating import check_rule
 from tests.cli import run
 from tests.conftest import DATA
 

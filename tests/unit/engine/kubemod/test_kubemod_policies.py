@@ -12,10 +12,10 @@ import yaml
 
 from kinitiras_py.admission.pipeline import Pipeline, Request
 from kinitiras_py.base.errors import PolicyErrors
-from kinitiras_py.engine import patching
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.lastapplied import ANNOTATION
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.objects import patching
+from kinitiras_py.engine.objects.lastapplied import ANNOTATION
+from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.render import rendered_sources, with_rendered
 from kinitiras_py.offline.static import StaticStore
 

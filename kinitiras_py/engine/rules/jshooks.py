@@ -12,7 +12,7 @@ change the state only when it declares ``sync`` (``jsa_init`` always may); other
 deep-frozen copy, and what it tries to write there is not kept.
 
 Nothing here knows where events come from: the webhook's informers (``cluster.jswatch``) or the
-offline commands' ``--context`` objects (:func:`start_offline`) call :meth:`Hooks.start` and the
+offline commands' ``--context`` objects (:func:`..running.watchhooks.start_offline`) call :meth:`Hooks.start` and the
 event methods, in order. Each replica keeps its own state; replicas watching the same objects
 converge, and a restart rebuilds the state because the informer's first list replays every
 object through ``jsa_created``.
@@ -26,8 +26,6 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import selectors
-from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation import jsruntime
 
 INIT = "jsa_init"
@@ -116,46 +114,3 @@ class Hooks:
         level = logging.DEBUG if self.state.problem is not None and str(error) == self.state.problem \
             else logging.WARNING
         log.log(level, f"{hook} failed{what}: {error}", extra={"script": self.script.name})
-
-
-def concerns(policy: CompiledPolicy, obj: Obj) -> bool:
-    """Whether ``policy``'s hooks follow ``obj``: its selectors match it and, for a namespaced
-    policy, it is in the policy's namespace (as a namespaced JsAdmission saw only its own)."""
-    if not policy.cluster_scoped:
-        meta = obj.get("metadata")
-        if not isinstance(meta, dict) or meta.get("namespace") != policy.namespace:
-            return False
-    return selectors.match_any(policy.selectors, obj)
-
-
-def watching(policy: CompiledPolicy) -> list[Hooks]:
-    """The hooks of ``policy``'s rules that follow objects (to be started with the objects that exist)."""
-    found = []
-    for rule in policy.rules:
-        hooks = rule.javascript.hooks if rule.javascript is not None else None
-        if hooks is not None and hooks.watches:
-            found.append(hooks)
-    return found
-
-
-def kinds(policy: CompiledPolicy) -> list[tuple[str, str]]:
-    """The (apiVersion, kind) pairs ``policy`` selects, each once, in order: what its hooks watch."""
-    pairs = [(str(sel.get("apiVersion")), str(sel.get("kind"))) for sel in policy.selectors]
-    return list(dict.fromkeys(pairs))
-
-
-def order(obj: Obj) -> tuple[str, str, str, str]:
-    """A stable order of objects: apiVersion, kind, namespace, name."""
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
-    return (str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""), str(meta.get("namespace") or ""),
-            str(meta.get("name") or ""))
-
-
-def start_offline(policies: Iterable[CompiledPolicy], objects: Sequence[Obj]) -> None:
-    """Start the hooks of ``policies`` with ``objects`` (``--context``) as the objects that exist,
-    in a stable order, and wait until their states are built."""
-    pending = [hooks.start(sorted((o for o in objects if concerns(policy, o)), key=order))
-               for policy in policies for hooks in watching(policy)]
-    for future in pending:
-        future.result()

@@ -1,7 +1,7 @@
 """What a policy can know, when it is admitted, of the values its rules will see: the fields of
 ``request``, the names ``params`` can hold, whether ``namespaceObject`` can ever be there, and
 which lists its objects certainly have. A rule that could only fail on every object against
-these shapes is refused then (see :mod:`.evaluation.celshapes` for CEL, :mod:`.overriderules` for
+these shapes is refused then (see :mod:`..evaluation.celshapes` for CEL, :mod:`.overriderules` for
 plaintext).
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kinitiras_py.engine import selectors, workloads
+from kinitiras_py.engine.objects import selectors, workloads
 
 REQUEST_FIELDS = ("operation", "namespace", "userInfo", "dryRun")
 """The members of the ``request`` variable (:meth:`.pipeline.Request.cel_request`), always present."""

@@ -14,7 +14,7 @@ import orjson
 
 from kinitiras_py.base.errors import PatchError
 from kinitiras_py.base.typedefs import Patch
-from kinitiras_py.engine import patching, patchlog
+from kinitiras_py.engine.objects import patching, patchlog
 
 ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 POINTER = "/metadata/annotations/" + patching.escape_pointer_token(ANNOTATION)

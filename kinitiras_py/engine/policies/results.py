@@ -8,14 +8,19 @@ display form messages use (``OverridePolicy team-a/oversell``, ``... rule 0``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import orjson
 
 from kinitiras_py.base.typedefs import Obj, Patch
 
-if TYPE_CHECKING:
-    from kinitiras_py.engine.compiled import CompiledPolicy
+
+class Identified(Protocol):
+    """What knows the identity of its policy: a compiled policy (results need no more of it)."""
+
+    @property
+    def identity(self) -> PolicyId:
+        """The policy's structured identity."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +32,7 @@ class PolicyId:
     name: str
 
     @classmethod
-    def of(cls, policy: CompiledPolicy) -> PolicyId:
+    def of(cls, policy: Identified) -> PolicyId:
         """The identity of a compiled policy."""
         return policy.identity
 

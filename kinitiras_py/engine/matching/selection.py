@@ -21,8 +21,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import selectors
-from kinitiras_py.engine.compiled import CompiledPolicy, rule_applies
+from kinitiras_py.engine.objects import selectors
+from kinitiras_py.engine.policies.compiled import CompiledPolicy, rule_applies
 
 ANY = "*"
 CLUSTER = ""

@@ -1,11 +1,11 @@
 """Run the override rules that apply to an object, in order, and build the response patch.
 
-Each rule writes copy-on-write to a draft of the working object (:class:`.patchlog.Draft`),
+Each rule writes copy-on-write to a draft of the working object (:class:`..objects.patchlog.Draft`),
 which becomes the working object only when all of the rule's overriders succeed: a failing rule
 never leaves the object half-changed, a rule with nothing to do costs no copy, and a rule that
 changes one field copies only the containers on that field's way. The received object is never
 modified, and the final object shares every part no rule changed with it. The patch is built
-from the changes the rules made (:class:`.patchlog.PatchLog`), not by diffing the objects.
+from the changes the rules made (:class:`..objects.patchlog.PatchLog`), not by diffing the objects.
 """
 
 from __future__ import annotations
@@ -16,13 +16,16 @@ from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError, RuleDenied, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import injection, jsrules, lastapplied, origin, patchlog, selection, sidecars
-from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.engine.cue import errors as cue_errors
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.kubemod import fanout
-from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, RuleId
+from kinitiras_py.engine.matching import selection
+from kinitiras_py.engine.objects import lastapplied, patchlog
+from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledPolicy
+from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleFailure, RuleId
+from kinitiras_py.engine.rules import jsrules, origin
+from kinitiras_py.engine.running import injection, sidecargroups
 
 RuleKey = tuple[str, int]
 """(policy ref, rule index): how resolved parameters and lookup errors are keyed."""
@@ -53,7 +56,7 @@ def _inputs(working: Obj, draft: patchlog.Draft, variables: dict[str, Any],
     return bound if draft.doc is working else bound.changed("object", draft.doc, draft.touched)
 
 
-def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
+def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
                bound: Bindings | None = None, rendered: Program | None = None,
                marks: jsrules.Marks | None = None) -> patchlog.Draft:
     """Apply one rule's overriders: rendered, cue, cel, javascript, plaintext, origin. ``working`` is not
@@ -61,7 +64,7 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
 
     A fanned-out plaintext operation (select, valueTemplate) runs its program against the
     object as the operations before it left it. With ``patchLastApplied`` the operations made
-    are applied to the last-applied-configuration annotation too (:mod:`.lastapplied`).
+    are applied to the last-applied-configuration annotation too (:mod:`..objects.lastapplied`).
 
     Each overrider sees the result of the previous one (kinitiras skipped plaintext when origin
     was present; we run all that are set). Returns the draft holding the result and where the
@@ -104,7 +107,7 @@ def apply_rule(working: Obj, rule: OverrideRule, policy: CompiledPolicy, variabl
     return draft
 
 
-def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, variables: dict[str, Any],
+def mutate(matches: Iterable[tuple[CompiledPolicy, CompiledOverrideRule]], obj: Obj, variables: dict[str, Any],
            params: Mapping[RuleKey, Obj] | None = None,
            lookup_errors: Mapping[RuleKey, str] | None = None,
            programs: Mapping[RuleKey, Program] | None = None, features: int | None = None,
@@ -116,7 +119,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     CEL; ``params`` the resolved value references per rule; ``lookup_errors`` the references
     that could not be resolved; ``programs`` the CEL of sidecar templates read from ConfigMaps.
     A rule that denies (a sidecar's checks, two sidecars of one group) denies whatever its
-    failurePolicy. ``features``, when given, holds the :func:`.selection.policy_features` bits
+    failurePolicy. ``features``, when given, holds the :func:`..matching.selection.policy_features` bits
     of the matched policies: sidecar and inject rules are looked for only when they are set.
     ``measured``, when given, holds variables' serialized sizes with the values they were measured
     on (:class:`.celbindings.Bindings`).
@@ -129,7 +132,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, OverrideRule]], obj: Obj, var
     log = patchlog.PatchLog()
     mutation = Mutation(object=working)
     if features is None or features & selection.SIDECARS:
-        conflict = sidecars.group_conflict(matches, obj)
+        conflict = sidecargroups.group_conflict(matches, obj)
         if conflict is not None:
             return Mutation(object=obj, failure=conflict)
     # The working object converted for CEL, shared by rules without parameters; a change keeps
@@ -205,7 +208,7 @@ def _bindings(variables: dict[str, Any], working: Obj, measured: Mapping[str, tu
     return Bindings({**variables, "object": working, "params": {}}, measured)
 
 
-def _inject(rules: list[tuple[CompiledPolicy, OverrideRule]], working: Obj, bound: Bindings, mutation: Mutation,
+def _inject(rules: list[tuple[CompiledPolicy, CompiledOverrideRule]], working: Obj, bound: Bindings, mutation: Mutation,
             log: patchlog.PatchLog) -> tuple[RuleFailure | None, Obj]:
     """Run the inject rules together (:mod:`.injection`), recording warnings, timings and applied
     rules in ``mutation`` and the changes in ``log``. Returns the failure that denies the request, if

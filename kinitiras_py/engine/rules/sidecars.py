@@ -1,5 +1,5 @@
-"""Sidecar rules on the request path: their compiled form, the CEL of a ConfigMap's template, and
-the one-sidecar-per-group rule.
+"""Sidecar rules on the request path: their compiled form and the CEL of a ConfigMap's template
+(the one-sidecar-per-group rule, which spans policies, is :mod:`..running.sidecargroups`).
 
 An inline template is rendered to CEL when the policy is admitted (``renderedCel``). A template
 kept in a ConfigMap is rendered when the ConfigMap's text is first seen: :func:`program_for` keeps
@@ -10,21 +10,17 @@ the next lookup) is rendered once, and an unchanged one never again.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from kinitiras_py.base.errors import CelCompileError, PolicyError
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import workloads
 from kinitiras_py.engine.evaluation import cel
+from kinitiras_py.engine.objects import workloads
 from kinitiras_py.engine.rendering import sidecar as rendering
-from kinitiras_py.engine.results import PolicyId, RuleFailure
-
-if TYPE_CHECKING:
-    from kinitiras_py.engine.compiled import CompiledPolicy
 
 
 @dataclass(frozen=True)
@@ -116,10 +112,10 @@ def _compiled(rule: SidecarRule, text: str) -> cel.Program | PolicyError:
         return e
 
 
-def kept_in_configmaps(compiled: CompiledPolicy) -> list[int]:
-    """Indexes of the rules whose template is read from a ConfigMap: a ``renderedCel`` stored on
-    them (from an earlier inline version) is not what runs, so it is removed."""
-    return [rule.index for rule in compiled.rules
+def kept_in_configmaps(rules: Iterable[Any]) -> list[int]:
+    """Indexes of the ``rules`` (a compiled policy's) whose template is read from a ConfigMap: a
+    ``renderedCel`` stored on them (from an earlier inline version) is not what runs, so it is removed."""
+    return [rule.index for rule in rules
             if getattr(rule, "sidecar", None) is not None and rule.sidecar.config_map is not None]
 
 
@@ -130,20 +126,3 @@ def already_injected(rule: SidecarRule, obj: Obj) -> bool:
     for key in (*path[:-1], "metadata", "annotations") if path else ():
         node = node.get(key) if isinstance(node, dict) else None
     return isinstance(node, dict) and rendering.marker_key(rule.policy_name) in node
-
-
-def group_conflict(matches: Sequence[tuple[CompiledPolicy, Any]], obj: Obj) -> RuleFailure | None:
-    """The denial of a pod that two sidecar policies of one group select, naming both; else None."""
-    if not workloads.is_pod_bearing(obj):
-        return None
-    first: dict[str, CompiledPolicy] = {}
-    for policy, rule in matches:
-        sidecar = getattr(rule, "sidecar", None)
-        if sidecar is None or sidecar.group is None:
-            continue
-        seen = first.setdefault(sidecar.group, policy)
-        if seen is not policy:
-            reason = (f"the pod matches two sidecar policies of group {sidecar.group!r}, {seen.ref} and "
-                      f"{policy.ref}; a pod may have the sidecar of one policy per group")
-            return RuleFailure(PolicyId.of(policy), rule.index, reason, ignored=False)
-    return None

@@ -45,7 +45,7 @@ from typing import Any
 
 from kinitiras_py.base.errors import PatchError
 from kinitiras_py.base.typedefs import JSON, Patch
-from kinitiras_py.engine import patching
+from kinitiras_py.engine.objects import patching
 
 _MISSING: Any = object()
 _CONTAINERS = (dict, list)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import jsrules
-from kinitiras_py.engine.checker import (
+from kinitiras_py.engine.kubemod import fanout
+from kinitiras_py.engine.policies.checker import (
     REF_SOURCES_WITH_PARAMS,
     Checker,
     check_reference,
@@ -17,9 +17,9 @@ from kinitiras_py.engine.checker import (
     list_of,
     user_cel,
 )
-from kinitiras_py.engine.compiled import EMPTY, ValidateRule, normalise_operations
-from kinitiras_py.engine.kubemod import fanout
+from kinitiras_py.engine.policies.compiled import EMPTY, CompiledValidateRule, normalise_operations
 from kinitiras_py.engine.rendering import render
+from kinitiras_py.engine.rules import jsrules
 
 _ORDERING_CONDS = ("Gt", "Gte", "Lt", "Lte")
 _PROCESSED_CONDS = ("Equal", "NotEqual", *_ORDERING_CONDS)
@@ -71,7 +71,7 @@ def _numeric(value: JSON) -> bool:
     return True
 
 
-def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[ValidateRule, str | None]:
+def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[CompiledValidateRule, str | None]:
     """One validate rule checked and compiled, with the source its template rendered (or None)."""
     errors: list[PolicyError] = []
     cue = cue_rule(checker, errors, rule.get("cue"), "validate", f"{path}.cue",
@@ -125,7 +125,7 @@ def validate_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[V
             errors.append(PolicyError(f"{path}.validationActions[{i}]", f"duplicate action {action!r}"))
     if errors:
         raise PolicyErrors(errors)
-    return ValidateRule(
+    return CompiledValidateRule(
         index=index, operations=normalise_operations(rule.get("targetOperations")),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), actions=frozenset(actions),
         message=str(rule.get("message") or message), allow_mode=allow_mode, rendered=rendered,

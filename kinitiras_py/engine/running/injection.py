@@ -1,6 +1,6 @@
 """Service injection (PodPreset's job): the plans of every inject rule matching an object, combined.
 
-Each inject rule's rendered CEL returns a plan (see :mod:`.rendering.injecting`): per item and
+Each inject rule's rendered CEL returns a plan (see :mod:`..rendering.injecting`, which names the marker): per item and
 place, whether the pod has it and where the pod holds its keys with other values. Conflicts are
 seen only with all plans together, so the engine runs every matching inject rule at the place of
 the first one, against the same object, and combines the plans here; the values handled are the
@@ -27,38 +27,18 @@ from typing import Any
 
 import orjson
 
-from kinitiras_py.api.policies import GROUP
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import patching, patchlog
-from kinitiras_py.engine.compiled import CompiledPolicy, OverrideRule
 from kinitiras_py.engine.evaluation.celbindings import Bindings
+from kinitiras_py.engine.objects import patching, patchlog
+from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledPolicy
+from kinitiras_py.engine.rendering.injecting import marker_key
 
 SEVERITY = {"Override": 0, "Skip": 1, "Deny": 2}
-MAX_KEY_NAME = 63
-"""Longest name part of an annotation key (the marker's ``inject-<policy name>``)."""
-
-
-def marker_key(kind: str, name: str) -> str:
-    """The annotation naming an applied inject policy; cluster policies get their own prefix."""
-    prefix = "cluster-inject-" if kind == "ClusterOverridePolicy" else "inject-"
-    return f"{GROUP}/{prefix}{name}"
-
-
-def marker_problem(kind: str, name: str) -> str | None:
-    """Why the marker annotation of this policy cannot be written (a name too long), or None."""
-    part = marker_key(kind, name).split("/", 1)[1]
-    if len(part) > MAX_KEY_NAME:
-        return (f"an inject policy marks the pods it changes with the annotation {part!r}, whose name "
-                f"part may have at most {MAX_KEY_NAME} characters: shorten the policy name to at most "
-                f"{MAX_KEY_NAME - len(part) + len(name)}")
-    return None
-
-
 @dataclass
 class _Plan:
     policy: CompiledPolicy
-    rule: OverrideRule
+    rule: CompiledOverrideRule
     spec_at: str
     claims: list[Obj]
 
@@ -68,12 +48,12 @@ class Injection:
     """What combining the inject rules gave."""
 
     draft: patchlog.Draft
-    applied: list[tuple[CompiledPolicy, OverrideRule]] = field(default_factory=list)
+    applied: list[tuple[CompiledPolicy, CompiledOverrideRule]] = field(default_factory=list)
     """The rules whose injections are in the result (each marked the pod)."""
     warnings: list[str] = field(default_factory=list)
-    errors: list[tuple[CompiledPolicy, OverrideRule, str]] = field(default_factory=list)
+    errors: list[tuple[CompiledPolicy, CompiledOverrideRule, str]] = field(default_factory=list)
     """Rules whose CEL failed: the caller applies their failurePolicy."""
-    denial: tuple[CompiledPolicy, OverrideRule, str] | None = None
+    denial: tuple[CompiledPolicy, CompiledOverrideRule, str] | None = None
     """A conflict under onConflict Deny: the request must be denied with this reason."""
 
 
@@ -85,7 +65,7 @@ def _canon(value: JSON) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def _plans(rules: list[tuple[CompiledPolicy, OverrideRule]], inputs: Bindings | dict[str, Any],
+def _plans(rules: list[tuple[CompiledPolicy, CompiledOverrideRule]], inputs: Bindings | dict[str, Any],
            out: Injection) -> list[_Plan]:
     plans = []
     for policy, rule in rules:
@@ -143,7 +123,7 @@ def _names(plans: list[_Plan], involved: frozenset[int]) -> str:
     return ", ".join(dict.fromkeys(plans[i].policy.ref for i in sorted(involved)))
 
 
-def combine(rules: list[tuple[CompiledPolicy, OverrideRule]], working: Obj,
+def combine(rules: list[tuple[CompiledPolicy, CompiledOverrideRule]], working: Obj,
             inputs: Bindings | dict[str, Any]) -> Injection:
     """Evaluate every inject rule against ``working`` and combine their plans (``working`` is not
     modified; the result is in ``draft``)."""

@@ -19,12 +19,12 @@ from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine import jsrules
-from kinitiras_py.engine.compiled import CompiledPolicy, ValidateRule
 from kinitiras_py.engine.cue import errors as cue_errors
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.overriding import RuleKey
-from kinitiras_py.engine.results import PolicyId, RuleCheck, RuleFailure, RuleId, Verdict
+from kinitiras_py.engine.policies.compiled import CompiledPolicy, CompiledValidateRule
+from kinitiras_py.engine.policies.results import PolicyId, RuleCheck, RuleFailure, RuleId, Verdict
+from kinitiras_py.engine.rules import jsrules
+from kinitiras_py.engine.running.overriding import RuleKey
 
 
 def _outcome(result: JSON, what: str) -> tuple[bool, str]:
@@ -35,12 +35,12 @@ def _outcome(result: JSON, what: str) -> tuple[bool, str]:
     raise ValueError(f"{what} must return a bool or a map {{valid, reason}}, got {result!r}")
 
 
-def default_message(rule: ValidateRule) -> str:
+def default_message(rule: CompiledValidateRule) -> str:
     """The reason given when a rule rejects without a message of its own."""
     return f"rejected by validate rule {rule.index}"
 
 
-def check_rule(rule: ValidateRule, variables: Mapping[str, Any] | Bindings) -> tuple[bool, str]:
+def check_rule(rule: CompiledValidateRule, variables: Mapping[str, Any] | Bindings) -> tuple[bool, str]:
     """Evaluate one rule: (valid, reason). The rendered template runs first, then ``cue``, ``cel``, then
     ``javascript``.
 
@@ -64,11 +64,11 @@ def check_rule(rule: ValidateRule, variables: Mapping[str, Any] | Bindings) -> t
     return True, ""
 
 
-def _order(match: tuple[CompiledPolicy, ValidateRule]) -> tuple[tuple[int, str, str], int]:
+def _order(match: tuple[CompiledPolicy, CompiledValidateRule]) -> tuple[tuple[int, str, str], int]:
     return match[0].sort_key(), match[1].index
 
 
-def validate(matches: Iterable[tuple[CompiledPolicy, ValidateRule]], variables: dict[str, Any],
+def validate(matches: Iterable[tuple[CompiledPolicy, CompiledValidateRule]], variables: dict[str, Any],
              params: Mapping[RuleKey, dict[str, Any]] | None = None,
              lookup_errors: Mapping[RuleKey, str] | None = None, shared: Bindings | None = None) -> Verdict:
     """The verdict of every matching rule on the object in ``variables``.

@@ -8,12 +8,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from kinitiras_py.base.typedefs import Obj, Patch
-from kinitiras_py.engine.results import PolicyId
+from kinitiras_py.engine.policies.results import PolicyId
 
 if TYPE_CHECKING:
     from kinitiras_py.engine.evaluation.cel import Program
-    from kinitiras_py.engine.jsrules import JsProgram
-    from kinitiras_py.engine.sidecars import SidecarRule
+    from kinitiras_py.engine.rules.jsrules import JsProgram
+    from kinitiras_py.engine.rules.sidecars import SidecarRule
 
 EMPTY: Mapping[Any, Any] = MappingProxyType({})
 """What a policy or rule without references or fan-out holds: one shared empty mapping, not an
@@ -28,7 +28,7 @@ VALIDATE_KINDS = frozenset({"ClusterValidatePolicy", "ValidatePolicy"})
 
 
 @dataclass(frozen=True, slots=True)
-class OverrideRule:
+class CompiledOverrideRule:
     """One ``overrideRules[i]``: its overriders in application order."""
 
     index: int
@@ -54,14 +54,14 @@ class OverrideRule:
     """Apply the operations to the last-applied-configuration annotation too (KubeMod)."""
     inject: str | None = None
     """For an ``inject`` template: its onConflict. ``rendered`` then returns a plan, which the engine
-    combines with the other inject rules' (:mod:`.injection`)."""
+    combines with the other inject rules' (:mod:`..running.injection`)."""
     marker: tuple[str, str | None] | None = None
     """For an ``inject`` template with its own ``marker``: the annotation's key and value (None: the
-    policy's resourceVersion). None for ours (:func:`.injection.marker_key`)."""
+    policy's resourceVersion). None for ours (:func:`..rendering.injecting.marker_key`)."""
 
 
 @dataclass(frozen=True, slots=True)
-class ValidateRule:
+class CompiledValidateRule:
     """One ``validateRules[i]``: rendered and custom CEL checks and what a failure does."""
 
     index: int
@@ -91,7 +91,7 @@ class CompiledPolicy:
     generation: int
     selectors: list[Obj]
     rules: tuple[Any, ...]
-    """OverrideRule for override kinds, ValidateRule for validate kinds."""
+    """CompiledOverrideRule for override kinds, CompiledValidateRule for validate kinds."""
     rendered: dict[int, str] = field(default_factory=dict)
     """Rendered CEL source per rule index, as written back to the policy."""
     resource_version: str = ""

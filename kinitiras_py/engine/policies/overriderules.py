@@ -9,8 +9,11 @@ from typing import Any
 
 from kinitiras_py.base.errors import CelEvalError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import boundary, jsrules, origin, patching, selectors, shapes, sidecars
-from kinitiras_py.engine.checker import (
+from kinitiras_py.engine.evaluation import cel, celenv
+from kinitiras_py.engine.kubemod import fanout
+from kinitiras_py.engine.objects import patching, selectors
+from kinitiras_py.engine.policies import boundary, shapes
+from kinitiras_py.engine.policies.checker import (
     REF_SOURCES_WITH_PARAMS,
     Checker,
     check_reference,
@@ -21,16 +24,15 @@ from kinitiras_py.engine.checker import (
     list_of,
     user_cel,
 )
-from kinitiras_py.engine.compiled import EMPTY, OverrideRule, normalise_operations
-from kinitiras_py.engine.evaluation import cel
-from kinitiras_py.engine.kubemod import fanout
+from kinitiras_py.engine.policies.compiled import EMPTY, CompiledOverrideRule, normalise_operations
 from kinitiras_py.engine.rendering import injecting, render
+from kinitiras_py.engine.rules import jsrules, origin, sidecars
 
 # The static result types a `cel` override may have (cel-expr-python type names).
 _OVERRIDE_RESULTS = ("LIST", "DYN")
 
 
-def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[OverrideRule, str | None]:
+def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[CompiledOverrideRule, str | None]:
     """One override rule checked and compiled, with the source its template rendered (or None)."""
     errors: list[PolicyError] = []
     over = dict_of(rule.get("overriders"))
@@ -93,7 +95,7 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[O
     if errors:
         raise PolicyErrors(errors)
     operations = rule.get("targetOperations")
-    return OverrideRule(
+    return CompiledOverrideRule(
         index=index, operations=normalise_operations(operations or (["CREATE"] if inject else None)),
         failure_policy=str(rule.get("failurePolicy") or "Fail"), rendered=rendered, cue=cue, cel=custom,
         javascript=script, plaintext=plaintext, origin=entries, refs=refs or EMPTY, sidecar=sidecar,
@@ -150,7 +152,7 @@ def _metadata_keys(template: Obj, path: str) -> list[PolicyError]:
     return errors
 
 
-_INPUTS = re.compile(r"\b(?:" + "|".join(cel.VARIABLES) + r")\b")
+_INPUTS = re.compile(r"\b(?:" + "|".join(celenv.VARIABLES) + r")\b")
 _POINTER = re.compile(r"(/([^~/]|~[01])*)*")
 _PATCH_OPS = {"add": "value", "replace": "value", "test": "value", "remove": None, "move": "from", "copy": "from"}
 

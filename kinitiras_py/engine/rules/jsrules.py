@@ -9,7 +9,7 @@ function may change the state) and ``state`` (what the watch hooks keep, :mod:`.
 Either function may return ``{Allowed, Message, Result}``. ``Allowed`` exactly ``false``
 denies with ``Message``; any other return allows. For ``jsa_mutate``, a ``Result`` replaces the
 object: the RFC 6902 operations turning the working object into it are applied through the
-rule's draft (:mod:`.patchlog`), so the response patch is still built from applied operations.
+rule's draft (:mod:`..objects.patchlog`), so the response patch is still built from applied operations.
 A rule with a ``marker`` then writes js-admissions' annotation naming the rules that returned a
 ``Result`` in this request (:class:`Marks`).
 
@@ -30,8 +30,9 @@ from typing import Any
 from kinitiras_py.api import javascript as model
 from kinitiras_py.base.errors import PolicyError, PolicyErrors, RuleDenied
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import jshooks, patching, patchlog, selectors
 from kinitiras_py.engine.evaluation import jsruntime
+from kinitiras_py.engine.objects import patching, patchlog, selectors
+from kinitiras_py.engine.rules import jshooks
 
 MUTATE = "jsa_mutate"
 VALIDATE = "jsa_validate"

@@ -4,7 +4,7 @@ Differences from kinitiras (behaviour spec §7, §12.3), all deliberate:
 
 * entries apply in order and each sees the previous one's result (kinitiras computed all of
   them from one snapshot, so the last entry of a type silently dropped the earlier ones);
-* pod-level types work on every built-in pod-bearing kind (``engine.workloads``), not only
+* pod-level types work on every built-in pod-bearing kind (``engine.objects.workloads``), not only
   Pod and Deployment;
 * ``add`` and ``replace`` both set hostNetwork, schedulerName, affinity and
   topologySpreadConstraints, and ``remove`` deletes them (kinitiras errored on add/remove for
@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 
 from kinitiras_py.base.errors import KinitirasError, PatchError, PolicyError, QuantityError, RuleError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine import origin_values as values
-from kinitiras_py.engine import patching, workloads
+from kinitiras_py.engine.objects import patching, workloads
+from kinitiras_py.engine.rules import origin_values as values
 
 _OPERATIONS = ("add", "replace", "remove")
 _METADATA_TYPES = frozenset({"annotations", "labels"})

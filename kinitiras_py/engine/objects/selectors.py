@@ -26,7 +26,7 @@ import orjson
 
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine import fieldpath
+from kinitiras_py.engine.objects import fieldpath
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _WITH_VALUES = frozenset({"In", "NotIn"})

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError
-from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation.celbindings import Bindings
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
 
 RuleKey = tuple[str, int]
 

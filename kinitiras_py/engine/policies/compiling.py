@@ -19,12 +19,19 @@ from typing import Any
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import policylevel, selectors, shapes
-from kinitiras_py.engine.checker import Checker, check_reference, dict_of, list_of
-from kinitiras_py.engine.compiled import CLUSTER_KINDS, EMPTY, CompiledPolicy, OverrideRule, ValidateRule
-from kinitiras_py.engine.overriderules import override_rule
+from kinitiras_py.engine.objects import selectors
+from kinitiras_py.engine.policies import policylevel, shapes
+from kinitiras_py.engine.policies.checker import Checker, check_reference, dict_of, list_of
+from kinitiras_py.engine.policies.compiled import (
+    CLUSTER_KINDS,
+    EMPTY,
+    CompiledOverrideRule,
+    CompiledPolicy,
+    CompiledValidateRule,
+)
+from kinitiras_py.engine.policies.overriderules import override_rule
+from kinitiras_py.engine.policies.validaterules import validate_rule
 from kinitiras_py.engine.rendering import injecting
-from kinitiras_py.engine.validaterules import validate_rule
 
 
 def compile_policy(obj: Obj) -> CompiledPolicy:
@@ -86,9 +93,10 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
     )
 
 
-def _javascript_only(rule: OverrideRule | ValidateRule) -> bool:
+def _javascript_only(rule: CompiledOverrideRule | CompiledValidateRule) -> bool:
     """Whether the rule's only part is ``javascript`` (for js-admissions' order)."""
-    others = (rule.rendered, rule.cel, *((rule.plaintext, rule.origin) if isinstance(rule, OverrideRule) else ()))
+    others = (rule.rendered, rule.cel,
+              *((rule.plaintext, rule.origin) if isinstance(rule, CompiledOverrideRule) else ()))
     return rule.javascript is not None and not any(others)
 
 

@@ -8,7 +8,7 @@ happens to be called ``Deployment`` in another group is not mistaken for one.
 from __future__ import annotations
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine import patching
+from kinitiras_py.engine.objects import patching
 
 _TEMPLATE_SPEC = ("spec", "template", "spec")
 
