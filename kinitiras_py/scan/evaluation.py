@@ -1,0 +1,97 @@
+"""The one place a scan evaluates policies: through the webhook's pipeline, as admission does.
+
+(When the admission ``Engine`` object arrives, :func:`evaluator` is what switches to it.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kinitiras_py.admission.pipeline import Decision, Pipeline, Request
+from kinitiras_py.admission.results import RuleResult, override_results, validate_results
+from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.results import PolicyId
+from kinitiras_py.engine.selection import PolicyIndex, object_namespace
+from kinitiras_py.refs import resolver
+from kinitiras_py.refs.egress import Egress
+from kinitiras_py.refs.store import Store
+from kinitiras_py.scan.plans import Plan
+
+__all__ = ["Context", "Evaluator", "evaluator"]
+
+OPERATION = "CREATE"
+"""The operation a scan's request carries (every rule a scan runs applies to any operation, and
+none reads it)."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What rules read besides the object: other objects, http, the operator's settings."""
+
+    store: Store
+    http: resolver.HttpClient | None = None
+    egress: Egress = field(default_factory=Egress)
+    lookup_timeout: float = 2.3
+
+
+def _index(policies: Iterable[CompiledPolicy | None]) -> PolicyIndex:
+    return PolicyIndex(policy for policy in policies if policy is not None)
+
+
+class Evaluator:
+    """Evaluates the plans it was made with on one object at a time."""
+
+    def __init__(self, plans: Mapping[PolicyId, Plan], context: Context) -> None:
+        self.plans = dict(plans)
+        self._selecting = _index(plan.selecting for plan in self.plans.values())
+        running = [plan.running for plan in self.plans.values() if plan.running is not None]
+        self._pipeline = Pipeline(_index(p for p in running if not p.validating),
+                                  _index(p for p in running if p.validating),
+                                  context.store, context.http, context.lookup_timeout, context.egress)
+
+    async def results(self, obj: Obj) -> list[RuleResult]:
+        """The result of every rule of the plans that selects ``obj``: skipped, would-change or
+        unchanged (override), pass, fail, warn or error (validate), in the order admission runs them."""
+        matched = list(self._selecting.matching(obj, OPERATION))
+        if not matched:
+            return []
+        request = Request(OPERATION, obj, namespace=object_namespace(obj))
+        pipeline = self._pipeline
+        # Validate rules see the object as stored, not as the override rules would leave it.
+        mutation = await pipeline.mutate(request)
+        verdict = await pipeline.validate(request)
+        decision = Decision(True, "", mutation.patch, mutation.object, [], [], mutation, verdict.checks)
+        overrides: list[tuple[CompiledPolicy, Any]] = []
+        validations: list[tuple[CompiledPolicy, Any]] = []
+        for policy, rule in matched:
+            plan = self.plans[policy.identity]
+            if rule.index not in plan.skipped:
+                (validations if policy.validating else overrides).append((plan.policy, plan.original(rule.index)))
+        ran = override_results(decision, overrides) + validate_results(decision, validations)
+        by_rule = {(one.policy, one.rule): one for one in ran}
+        out = []
+        for policy, rule in matched:
+            plan = self.plans[policy.identity]
+            reason = plan.skipped.get(rule.index)
+            if reason is not None:
+                out.append(RuleResult(policy.identity, rule.index, "validate" if policy.validating else "override",
+                                      "skip", f"not evaluated in a background scan: {reason}", skipped=True))
+            elif (one := by_rule.get((policy.identity, rule.index))) is not None:
+                out.append(_scanned(one))
+        return out
+
+
+def _scanned(one: RuleResult) -> RuleResult:
+    """An override result said as a scan means it: nothing was written."""
+    if one.type == "override" and one.result == "pass":
+        one.message = ("would change the object" if one.patched
+                       else "leaves the object unchanged")
+    return one
+
+
+def evaluator(plans: Mapping[PolicyId, Plan], context: Context) -> Evaluator:
+    """An evaluator of ``plans`` (the one constructor the scanner calls)."""
+    return Evaluator(plans, context)

@@ -1,0 +1,201 @@
+"""The background scanner against informers fed by the test and an in-memory report sink."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.cluster.client import Resource
+from kinitiras_py.cluster.informers import Informer
+from kinitiras_py.offline.apply import compile_all
+from kinitiras_py.offline.static import StaticStore
+from kinitiras_py.scan.evaluation import Context
+from kinitiras_py.scan.metrics import ScanMetrics
+from kinitiras_py.scan.scanner import Scanner
+from tests.scansink import MemorySink
+from tests.unit.registration.test_rules import FakeCatalog
+
+PODS = Resource("", "v1", "pods", True, "Pod")
+CONFIGMAPS = Resource("", "v1", "configmaps", True, "ConfigMap")
+GROUP = "policy.kcloudlabs.io/v1alpha1"
+
+
+class FedInformer(Informer):
+    """An informer whose events come from the test (``apply``), synced at once."""
+
+    def start(self) -> None:
+        self.synced.set()
+
+
+def pod(name: str, labels: dict[str, str] | None = None, version: str = "1") -> Obj:
+    meta: dict[str, Any] = {"name": name, "namespace": "team", "uid": f"uid-{name}", "resourceVersion": version}
+    if labels is not None:
+        meta["labels"] = labels
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [{"name": "c"}]}}
+
+
+def owner_policy(kind: str = "Pod", actions: tuple[str, ...] = ("Audit",)) -> Obj:
+    return {"apiVersion": GROUP, "kind": "ClusterValidatePolicy", "metadata": {"name": "owner", "uid": "p1"},
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": kind}], "validateRules": [
+                {"cel": "has(object.metadata.labels) && 'owner' in object.metadata.labels",
+                 "message": "an owner label is required", "validationActions": list(actions)},
+                {"cel": "request.userInfo.username != 'bob'", "message": "not bob"},
+                {"cel": "object.metadata.name.startsWith('x') ? object.missing.field : true",
+                 "failurePolicy": "Ignore"}]}}
+
+
+LABEL: Obj = {"apiVersion": GROUP, "kind": "ClusterOverridePolicy", "metadata": {"name": "label"},
+              "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}], "overrideRules": [{
+                  "overriders": {"plaintext": [{"op": "add", "path": "/metadata/annotations",
+                                                "value": {"scanned": "yes"}}]}}]}}
+
+
+async def until(check: Callable[[], bool], seconds: float = 5.0) -> None:
+    """Wait until ``check()`` holds; fail the test after ``seconds``."""
+    async with asyncio.timeout(seconds):
+        while not check():
+            await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def scan() -> AsyncIterator[tuple[Scanner, MemorySink]]:
+    sink = MemorySink()
+    scanner = Scanner(None, sink, Context(StaticStore()), FakeCatalog(), period=3600, cpu_share=1.0,
+                      metrics=ScanMetrics(CollectorRegistry()),
+                      make_informer=lambda client, resource: FedInformer(client, resource, compact=True))
+    try:
+        yield scanner, sink
+    finally:
+        await scanner.stop()
+
+
+async def feed(scanner: Scanner, resource: Resource, kind: str, obj: Obj) -> None:
+    await scanner.feed.informers[resource].apply({"type": kind, "object": copy.deepcopy(obj)})
+
+
+async def policy(scanner: Scanner, doc: Obj | None, kind: str = "ClusterValidatePolicy", name: str = "owner") -> None:
+    await scanner.on_policy(kind, None, name, compile_all([doc])[0] if doc is not None else None)
+
+
+async def test_existing_objects_get_fail_pass_skip_and_error_then_follow_changes(
+        scan: tuple[Scanner, MemorySink]) -> None:
+    scanner, sink = scan
+    await policy(scanner, owner_policy())
+    await scanner.start()
+    await until(lambda: PODS in scanner.feed.informers)
+    for one in (pod("good", {"owner": "a"}), pod("bad"), pod("xbad", {"owner": "a"})):
+        await feed(scanner, PODS, "ADDED", one)
+    await until(lambda: len(sink.reports) == 3)
+    assert sink.results_of("good") == {("owner", 0): "pass", ("owner", 1): "skip", ("owner", 2): "pass"}
+    assert sink.results_of("bad") == {("owner", 0): "fail", ("owner", 1): "skip", ("owner", 2): "pass"}
+    assert sink.results_of("xbad")[("owner", 2)] == "error"
+    bad = sink.reports["uid-bad"][1]
+    assert bad[0].message == "an owner label is required" and bad[0].audited and not bad[0].denied
+    assert bad[1].message == "not evaluated in a background scan: cel reads request.userInfo"
+    metrics = scanner.metrics
+    assert metrics is not None and metrics.results.labels("fail")._value.get() == 1
+    assert metrics.results.labels("skip")._value.get() == 3
+
+    await feed(scanner, PODS, "MODIFIED", pod("bad", {"owner": "b"}, version="2"))
+    await until(lambda: sink.results_of("bad")[("owner", 0)] == "pass")
+    writes = len(sink.calls)
+    await feed(scanner, PODS, "MODIFIED", pod("good", {"owner": "a", "other": "x"}, version="2"))
+    await until(lambda: metrics.scanned._value.get() >= 5)
+    await asyncio.sleep(0.05)
+    assert len(sink.calls) == writes, "results that did not change are not written again"
+
+    await feed(scanner, PODS, "DELETED", pod("bad", {"owner": "b"}, version="3"))
+    await until(lambda: ("forget_resource", "uid-bad") in sink.calls)
+    assert "uid-bad" not in sink.reports
+
+
+async def test_a_deny_rule_that_fails_does_not_stop_the_others_and_keeps_its_actions(
+        scan: tuple[Scanner, MemorySink]) -> None:
+    scanner, sink = scan
+    await policy(scanner, owner_policy(actions=("Deny",)))
+    await scanner.start()
+    await until(lambda: PODS in scanner.feed.informers)
+    await feed(scanner, PODS, "ADDED", pod("xbad"))
+    await until(lambda: "uid-xbad" in sink.reports)
+    results = sink.reports["uid-xbad"][1]
+    assert [(r.rule, r.result, r.denied) for r in results] == [(0, "fail", True), (1, "skip", False),
+                                                               (2, "error", False)]
+
+
+async def test_override_policies_say_would_change_and_write_nothing(scan: tuple[Scanner, MemorySink]) -> None:
+    scanner, sink = scan
+    await policy(scanner, LABEL, "ClusterOverridePolicy", "label")
+    await scanner.start()
+    await until(lambda: PODS in scanner.feed.informers)
+    done = pod("done")
+    done["metadata"]["annotations"] = {"scanned": "yes"}
+    await feed(scanner, PODS, "ADDED", pod("fresh"))
+    await feed(scanner, PODS, "ADDED", done)
+    await until(lambda: len(sink.reports) == 2)
+    fresh, kept = sink.reports["uid-fresh"][1], sink.reports["uid-done"][1]
+    assert [(r.type, r.result, r.message, r.patched) for r in fresh] == [
+        ("override", "pass", "would change the object", True)]
+    assert [(r.result, r.message, r.patched) for r in kept] == [("pass", "leaves the object unchanged", False)]
+    assert "annotations" not in scanner.feed.get((PODS, "team", "fresh"))["metadata"]  # type: ignore[index]
+
+
+async def test_policy_change_rescans_and_deletion_forgets(scan: tuple[Scanner, MemorySink]) -> None:
+    scanner, sink = scan
+    await policy(scanner, owner_policy())
+    await scanner.start()
+    await until(lambda: PODS in scanner.feed.informers)
+    await feed(scanner, PODS, "ADDED", pod("bad"))
+    await until(lambda: sink.results_of("bad").get(("owner", 0)) == "fail")
+    # The policy now selects ConfigMaps: the Pod informer stops, and the Pod's results are cleared.
+    await policy(scanner, owner_policy("ConfigMap"))
+    await until(lambda: CONFIGMAPS in scanner.feed.informers and PODS not in scanner.feed.informers)
+    await until(lambda: sink.reports["uid-bad"][1] == [])
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "team", "uid": "uid-cm"}}
+    await feed(scanner, CONFIGMAPS, "ADDED", cm)
+    await until(lambda: sink.results_of("cm").get(("owner", 0)) == "fail")
+    await policy(scanner, None)
+    await until(lambda: ("forget_policy", "ClusterValidatePolicy owner") in sink.calls)
+    assert sink.results_of("cm") == {}
+    await until(lambda: not scanner.feed.informers)
+
+
+async def test_a_new_leader_publishes_everything_again_and_a_follower_writes_nothing(
+        scan: tuple[Scanner, MemorySink]) -> None:
+    scanner, sink = scan
+    await policy(scanner, owner_policy())
+    await scanner.start()
+    await until(lambda: PODS in scanner.feed.informers)
+    await feed(scanner, PODS, "ADDED", pod("bad"))
+    await until(lambda: "uid-bad" in sink.reports)
+    await scanner.on_leading(False)
+    calls = len(sink.calls)
+    await policy(scanner, None)
+    assert len(sink.calls) == calls and not scanner.feed.informers
+    await policy(scanner, owner_policy())
+    sink.reports.clear()
+    await scanner.on_leading(True)
+    await until(lambda: PODS in scanner.feed.informers)
+    await feed(scanner, PODS, "ADDED", pod("bad"))
+    await until(lambda: "uid-bad" in sink.reports)
+    assert scanner.passes >= 1
+
+
+async def test_full_passes_end_and_are_timed(scan: tuple[Scanner, MemorySink]) -> None:
+    scanner, sink = scan
+    scanner.period = 0.05
+    await policy(scanner, owner_policy())
+    await scanner.start()
+    await until(lambda: PODS in scanner.feed.informers)
+    await feed(scanner, PODS, "ADDED", pod("good", {"owner": "a"}))
+    await until(lambda: scanner.passes >= 3)
+    metrics = scanner.metrics
+    assert metrics is not None and metrics.last_pass._value.get() > 0
+    assert metrics.scanned._value.get() >= 3  # each pass scans the Pod again
+    assert [c for c in sink.calls if c[0] == "publish"] == [("publish", "uid-good")]  # written once
+
