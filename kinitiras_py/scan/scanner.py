@@ -80,6 +80,7 @@ class Scanner:
 
     def __init__(self, client: Any, sink: ReportSink, context: Context, catalog: Catalog, *,
                  period: float = 3600.0, cpu_share: float = 0.5, metrics: ScanMetrics | None = None,
+                 ready: asyncio.Event | None = None,
                  make_informer: Callable[[Any, Resource], Informer] | None = None) -> None:
         if not 0 < cpu_share <= 1 or period <= 0:
             raise ValueError("need 0 < cpu_share <= 1 and period > 0")
@@ -101,6 +102,11 @@ class Scanner:
         self._pass_left: set[Key] | None = None
         self._pass_started = 0.0
         self._tasks: list[asyncio.Task[None]] = []
+        self._jobs: set[asyncio.Task[None]] = set()
+        self.ready = ready or asyncio.Event()
+        """Set when the policies are known (the policy watch has synced): the first pass waits for it."""
+        if ready is None:
+            self.ready.set()
         self._lock = asyncio.Lock()  # policy changes and leadership changes, one at a time
         if metrics is not None:
             metrics.period.set(period)
@@ -113,21 +119,35 @@ class Scanner:
     # -- policies -------------------------------------------------------------------------------
 
     async def on_policy(self, kind: str, namespace: str | None, name: str, compiled: CompiledPolicy | None) -> None:
-        """A policy changed (``compiled``), or was deleted or refused (None): rescan its objects."""
+        """A policy changed (``compiled``), or was deleted or refused (None): its objects are
+        scanned again, in the background (a caller such as the policy watch is not held up)."""
         pid = PolicyId(kind, namespace or None, name)
+        if compiled is None:
+            if self.plans.pop(pid, None) is None:
+                return
+        else:
+            known = self.plans.get(pid)
+            if known is not None and known.policy is compiled:  # a status update: the same version
+                return
+            self.plans[pid] = plan(compiled)
+        self._evaluator = None
+        if self.running:
+            job = asyncio.get_running_loop().create_task(self._policy_changed(pid, forget=compiled is None),
+                                                         name="scan-policy")
+            self._jobs.add(job)
+            job.add_done_callback(self._jobs.discard)
+
+    async def _policy_changed(self, pid: PolicyId, forget: bool) -> None:
         async with self._lock:
-            if compiled is None:
-                if self.plans.pop(pid, None) is None:
-                    return
-                if self.running:
-                    await self._call(self.sink.forget_policy(pid), f"forget {pid}")
-            else:
-                self.plans[pid] = plan(compiled)
-            self._evaluator = None
-            if self.running:
-                before = self._kinds_of.get(pid, set())
-                await self._watch()
-                self._enqueue_resources(before | self._kinds_of.get(pid, set()))
+            if not self.running:
+                return
+            if forget:
+                await self._call(self.sink.forget_policy(pid), f"forget {pid}")
+            if not self.ready.is_set():  # the first pass watches every policy's kinds
+                return
+            before = self._kinds_of.get(pid, set())
+            await self._watch()
+            self._enqueue_resources(before | self._kinds_of.get(pid, set()))
 
     async def _watch(self) -> None:
         """Resolve every policy's kinds and watch exactly those; objects of kinds no longer
@@ -183,10 +203,10 @@ class Scanner:
 
     async def stop(self) -> None:
         """Stop scanning and forget what was published (a later start publishes everything again)."""
+        tasks, self._tasks = self._tasks, []
+        for task in [*tasks, *self._jobs]:
+            await aiotasks.cancel(task)
         async with self._lock:
-            tasks, self._tasks = self._tasks, []
-            for task in tasks:
-                await aiotasks.cancel(task)
             await self.feed.stop()
             self._pending.clear()
             self._published.clear()
@@ -207,6 +227,7 @@ class Scanner:
     # -- full passes ----------------------------------------------------------------------------
 
     async def _passes(self) -> None:
+        await self.ready.wait()
         while True:
             async with self._lock:
                 await self._watch()

@@ -199,3 +199,20 @@ async def test_full_passes_end_and_are_timed(scan: tuple[Scanner, MemorySink]) -
     assert metrics.scanned._value.get() >= 3  # each pass scans the Pod again
     assert [c for c in sink.calls if c[0] == "publish"] == [("publish", "uid-good")]  # written once
 
+
+
+async def test_the_same_version_again_scans_nothing(scan: tuple[Scanner, MemorySink]) -> None:
+    scanner, _sink = scan
+    compiled = compile_all([owner_policy()])[0]
+    await scanner.on_policy("ClusterValidatePolicy", None, "owner", compiled)
+    await scanner.start()
+    await until(lambda: PODS in scanner.feed.informers)
+    await feed(scanner, PODS, "ADDED", pod("good", {"owner": "a"}))
+    metrics = scanner.metrics
+    assert metrics is not None
+    await until(lambda: metrics.scanned._value.get() == 1)
+    await scanner.on_policy("ClusterValidatePolicy", None, "owner", compiled)  # its status was written
+    await asyncio.sleep(0.1)
+    assert metrics.scanned._value.get() == 1
+    await scanner.on_policy("ClusterValidatePolicy", None, "owner", compile_all([owner_policy()])[0])
+    await until(lambda: metrics.scanned._value.get() == 2)
