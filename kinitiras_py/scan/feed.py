@@ -11,6 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
+from kinitiras_py.base import aiotasks
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.informers import Informer
@@ -40,6 +41,7 @@ class Feed:
         self._deleted = deleted
         self._make = make or (lambda client, resource: Informer(client, resource, compact=True))
         self.informers: dict[Resource, Informer] = {}
+        self._announcing: dict[Resource, asyncio.Task[None]] = {}
 
     async def watch(self, resources: Iterable[Resource]) -> list[Informer]:
         """Watch exactly ``resources``: start informers for new ones, stop the others; return the
@@ -50,14 +52,25 @@ class Feed:
             self._subscribe(informer, resource)
             self.informers[resource] = informer
             informer.start()
+            self._announcing[resource] = asyncio.get_running_loop().create_task(self._announce(resource, informer))
             log.info("scan: watching %s", informer)
         gone = [self.informers.pop(resource) for resource in list(self.informers) if resource not in wanted]
+        for informer in gone:
+            await aiotasks.cancel(self._announcing.pop(informer.resource, None))
         await asyncio.gather(*(informer.stop() for informer in gone))
         return gone
 
+    async def _announce(self, resource: Resource, informer: Informer) -> None:
+        """Once the first list is in, every object of it as changed (one call each, not one per
+        object as the list arrives: a full pass starting then finds them still queued)."""
+        await informer.synced.wait()
+        for obj in informer.list():
+            await self._changed(key_of(resource, obj))
+
     def _subscribe(self, informer: Informer, resource: Resource) -> None:
         async def added(obj: Obj) -> None:
-            await self._changed(key_of(resource, obj))
+            if informer.synced.is_set():  # the first list is announced whole once it is in
+                await self._changed(key_of(resource, obj))
 
         async def updated(_old: Obj, new: Obj) -> None:
             await self._changed(key_of(resource, new))

@@ -100,6 +100,7 @@ class Scanner:
         self._published: dict[Key, _Published] = {}
         self._totals = [0] * len(RESULTS)
         self._pass_left: set[Key] | None = None
+        self._since_pass: set[Key] = set()
         self._pass_started = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._jobs: set[asyncio.Task[None]] = set()
@@ -195,6 +196,7 @@ class Scanner:
             if self.running:
                 return
             loop = asyncio.get_running_loop()
+            self.passes = 0
             self._tasks = [loop.create_task(self._work(), name="scan-worker"),
                            loop.create_task(self._passes(), name="scan-passes")]
             if self.metrics is not None:
@@ -212,6 +214,7 @@ class Scanner:
             self._published.clear()
             self._totals = [0] * len(RESULTS)
             self._pass_left = None
+            self._since_pass = set()
             self._kinds_of = {}
             if self.metrics is not None:
                 self.metrics.leading.set(0)
@@ -238,13 +241,17 @@ class Scanner:
 
     def _begin_pass(self) -> None:
         every = set(self.feed.every_key())
+        # Objects scanned since the previous pass began (changes, a new kind's first list) are
+        # current: this pass leaves them out.
+        recent, self._since_pass = self._since_pass, set()
         if self.metrics is not None:
             self.metrics.watched.set(len(every))
         if self._pass_left is not None:  # the previous pass is not over: it goes on, with the new objects
             self._pass_left |= every
         else:
             self._pass_left, self._pass_started = every, time.monotonic()
-        for key in every:
+        self._pass_left -= recent
+        for key in every - recent:
             self._enqueue(key)
         self._end_pass_if_done()
 
@@ -281,9 +288,11 @@ class Scanner:
                 raise
             except Exception:
                 log.exception("scan: %s %s/%s failed", key[0].kind or key[0].plural, key[1], key[2])
-            if self._pass_left is not None:
+            if self._pass_left is not None and key in self._pass_left:
                 self._pass_left.discard(key)
                 self._end_pass_if_done()
+            else:
+                self._since_pass.add(key)
             # Yield to the event loop after every object, longer when the scan used its share.
             spent = time.monotonic() - began
             await asyncio.sleep(min(MAX_PAUSE, spent * (1 - self.cpu_share) / self.cpu_share))

@@ -20,7 +20,7 @@ from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.metrics import ScanMetrics
 from kinitiras_py.scan.scanner import Scanner
 from tests.conftest import Cluster
-from tests.scansink import MemorySink
+from tests.scanfakes import MemorySink
 
 pytestmark = pytest.mark.cluster
 

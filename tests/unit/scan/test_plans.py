@@ -51,8 +51,8 @@ def test_run_rules_keep_going_and_report_with_their_own_actions() -> None:
 
 
 def test_match_conditions_reading_the_request_skip_every_rule() -> None:
-    policy = compile_all([validate({"cel": "true"}, {"cel": "false"},
-                                   conditions=[{"name": "users", "expression": "request.userInfo.username == 'a'"}])])[0]
+    users = [{"name": "users", "expression": "request.userInfo.username == 'a'"}]
+    policy = compile_all([validate({"cel": "true"}, {"cel": "false"}, conditions=users)])[0]
     found = plan(policy)
     assert found.skipped == {0: "matchConditions reads request.userInfo", 1: "matchConditions reads request.userInfo"}
     assert found.running is None

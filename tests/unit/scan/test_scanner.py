@@ -12,25 +12,17 @@ from prometheus_client import CollectorRegistry
 
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
-from kinitiras_py.cluster.informers import Informer
 from kinitiras_py.offline.apply import compile_all
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.metrics import ScanMetrics
 from kinitiras_py.scan.scanner import Scanner
-from tests.scansink import MemorySink
+from tests.scanfakes import FedInformer, MemorySink
 from tests.unit.registration.test_rules import FakeCatalog
 
 PODS = Resource("", "v1", "pods", True, "Pod")
 CONFIGMAPS = Resource("", "v1", "configmaps", True, "ConfigMap")
 GROUP = "policy.kcloudlabs.io/v1alpha1"
-
-
-class FedInformer(Informer):
-    """An informer whose events come from the test (``apply``), synced at once."""
-
-    def start(self) -> None:
-        self.synced.set()
 
 
 def pod(name: str, labels: dict[str, str] | None = None, version: str = "1") -> Obj:
@@ -68,7 +60,7 @@ async def scan() -> AsyncIterator[tuple[Scanner, MemorySink]]:
     sink = MemorySink()
     scanner = Scanner(None, sink, Context(StaticStore()), FakeCatalog(), period=3600, cpu_share=1.0,
                       metrics=ScanMetrics(CollectorRegistry()),
-                      make_informer=lambda client, resource: FedInformer(client, resource, compact=True))
+                      make_informer=FedInformer)
     try:
         yield scanner, sink
     finally:
@@ -182,8 +174,7 @@ async def test_a_new_leader_publishes_everything_again_and_a_follower_writes_not
     await scanner.on_leading(True)
     await until(lambda: PODS in scanner.feed.informers)
     await feed(scanner, PODS, "ADDED", pod("bad"))
-    await until(lambda: "uid-bad" in sink.reports)
-    assert scanner.passes >= 1
+    await until(lambda: "uid-bad" in sink.reports and scanner.passes >= 1)
 
 
 async def test_full_passes_end_and_are_timed(scan: tuple[Scanner, MemorySink]) -> None:
