@@ -55,7 +55,8 @@ class Evaluator:
     async def results(self, obj: Obj) -> list[RuleResult]:
         """The result of every rule of the plans that selects ``obj``: skipped, would-change or
         unchanged (override), pass, fail, warn or error (validate), in the order admission runs them."""
-        matched = list(self._selecting.matching(obj, OPERATION))
+        # Override rules first, then validate rules, as admission runs them.
+        matched = sorted(self._selecting.matching(obj, OPERATION), key=lambda m: m[0].validating)
         if not matched:
             return []
         request = Request(OPERATION, obj, namespace=object_namespace(obj))
