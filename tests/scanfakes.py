@@ -1,16 +1,12 @@
-"""Fakes for the background scan's tests: an in-memory ReportSink (what a report writer would hold)
-and an informer fed by the test."""
+"""An in-memory ReportSink for the background scan's tests: what a report writer would hold.
+(Informers fed by the tests are :class:`kinitiras_py.bench.scanscale.Preloaded`.)"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from kinitiras_py.admission.results import ResourceRef, RuleResult
-from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.cluster.client import Resource
-from kinitiras_py.cluster.informers import Informer
 from kinitiras_py.engine.results import PolicyId
 
 
@@ -51,19 +47,3 @@ class MemorySink:
                 return {(r.policy.name, r.rule): r.result for r in results}
         return {}
 
-
-class FedInformer(Informer):
-    """An informer whose events come from the test (``apply``): on start it applies ``initial``
-    as ADDED events, then counts as synced."""
-
-    def __init__(self, client: Any, resource: Resource, initial: Sequence[Obj] = ()) -> None:
-        super().__init__(client, resource, compact=True)
-        self.initial = list(initial)
-
-    def start(self) -> None:
-        asyncio.get_running_loop().create_task(self._load())
-
-    async def _load(self) -> None:
-        for obj in self.initial:
-            await self.apply({"type": "ADDED", "object": obj})
-        self.synced.set()

@@ -64,8 +64,8 @@ class Feed:
         """Once the first list is in, every object of it as changed (one call each, not one per
         object as the list arrives: a full pass starting then finds them still queued)."""
         await informer.synced.wait()
-        for obj in informer.list():
-            await self._changed(key_of(resource, obj))
+        for namespace, name in informer.names():
+            await self._changed((resource, namespace, name))
 
     def _subscribe(self, informer: Informer, resource: Resource) -> None:
         async def added(obj: Obj) -> None:
@@ -90,8 +90,8 @@ class Feed:
     def every_key(self) -> Iterator[Key]:
         """The key of every object watched."""
         for resource, informer in list(self.informers.items()):
-            for obj in informer.list():
-                yield key_of(resource, obj)
+            for namespace, name in informer.names():
+                yield resource, namespace, name
 
     @property
     def synced(self) -> bool:

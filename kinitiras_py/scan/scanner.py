@@ -35,7 +35,7 @@ from kinitiras_py.engine.results import PolicyId
 from kinitiras_py.registration.rules import Catalog
 from kinitiras_py.scan import kinds
 from kinitiras_py.scan.evaluation import Context, Evaluator, evaluator
-from kinitiras_py.scan.feed import Feed, Key, key_of
+from kinitiras_py.scan.feed import Feed, Key
 from kinitiras_py.scan.metrics import ScanMetrics
 from kinitiras_py.scan.plans import Plan, plan
 from kinitiras_py.scan.sink import ReportSink
@@ -165,8 +165,8 @@ class Scanner:
         self.unscanned = unscanned
         wanted = set().union(*self._kinds_of.values()) if self._kinds_of else set()
         for informer in await self.feed.watch(wanted):
-            for obj in informer.list():
-                self._enqueue(key_of(informer.resource, obj))
+            for namespace, name in informer.names():
+                self._enqueue((informer.resource, namespace, name))
 
     # -- objects --------------------------------------------------------------------------------
 

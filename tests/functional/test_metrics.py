@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from kinitiras_py.bench.scanscale import Preloaded
 from kinitiras_py.certs import authority
 from kinitiras_py.certs.tls import ReloadableTLS
 from kinitiras_py.offline.apply import compile_all
@@ -36,7 +37,7 @@ from tests.functional.test_webhook import (
     post,
     review,
 )
-from tests.scanfakes import FedInformer, MemorySink
+from tests.scanfakes import MemorySink
 from tests.unit.registration.test_rules import FakeCatalog
 
 LABEL_CM = yaml.safe_load("""
@@ -133,7 +134,7 @@ async def scan_once(registry: CollectorRegistry) -> Scanner:
     running. (Its own rules: the webhook's memory of CEL results is not touched.)"""
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default", "uid": "u"}}
     scanner = Scanner(None, MemorySink(), Context(StaticStore()), FakeCatalog(), metrics=ScanMetrics(registry),
-                      make_informer=lambda client, resource: FedInformer(client, resource, [cm]))
+                      make_informer=lambda client, resource: Preloaded(client, resource, [cm]))
     await scanner.on_policy("ClusterValidatePolicy", None, "scan-audit", compile_all([SCAN_AUDIT])[0])
     await scanner.start()
     async with asyncio.timeout(5):

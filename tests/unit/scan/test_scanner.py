@@ -11,13 +11,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.bench.scanscale import Preloaded
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.offline.apply import compile_all
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.metrics import ScanMetrics
 from kinitiras_py.scan.scanner import Scanner
-from tests.scanfakes import FedInformer, MemorySink
+from tests.scanfakes import MemorySink
 from tests.unit.registration.test_rules import FakeCatalog
 
 PODS = Resource("", "v1", "pods", True, "Pod")
@@ -60,7 +61,7 @@ async def scan() -> AsyncIterator[tuple[Scanner, MemorySink]]:
     sink = MemorySink()
     scanner = Scanner(None, sink, Context(StaticStore()), FakeCatalog(), period=3600, cpu_share=1.0,
                       metrics=ScanMetrics(CollectorRegistry()),
-                      make_informer=FedInformer)
+                      make_informer=Preloaded)
     try:
         yield scanner, sink
     finally:
