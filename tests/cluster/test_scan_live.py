@@ -5,9 +5,7 @@ forgotten. The scan runs in-process (policy watch, informers, scanner) with an i
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +17,7 @@ from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.metrics import ScanMetrics
 from kinitiras_py.scan.scanner import Scanner
+from tests.cluster.test_informers import eventually
 from tests.conftest import Cluster
 from tests.scanfakes import MemorySink
 
@@ -53,16 +52,6 @@ spec:
     - cel: "request.userInfo.username != 'mallory'"
       validationActions: [Audit]
 """
-
-
-async def within(seconds: float, check: Callable[[], bool]) -> float:
-    """Wait until ``check()`` holds; how long it took; fail after ``seconds``."""
-    began = time.monotonic()
-    while not check():
-        if time.monotonic() - began > seconds:
-            raise AssertionError(f"not within {seconds} s")
-        await asyncio.sleep(0.05)
-    return time.monotonic() - began
 
 
 async def create_pod(cluster: Cluster, name: str, namespace: str) -> None:
@@ -101,7 +90,7 @@ async def test_audit_findings_of_existing_pods_follow_fixes_and_deletions(
         def result(pod_name: str, rule: int = 0) -> str | None:
             return sink.results_of(pod_name).get((name, rule))
 
-        took = await within(PERIOD, lambda: result("bad-a") == "fail" and result("bad-b") == "fail")
+        took = await eventually(lambda: result("bad-a") == "fail" and result("bad-b") == "fail", PERIOD)
         assert took < PERIOD
         assert result("bad-a", 1) == "skip"
         report = next(results for ref, results in sink.reports.values() if ref.name == "bad-a")
@@ -110,17 +99,17 @@ async def test_audit_findings_of_existing_pods_follow_fixes_and_deletions(
         assert "request.userInfo" in mine[1].message
 
         await cluster.kubectl_ok("-n", namespace, "label", "pod", "bad-b", "owner=team-b")
-        await within(PERIOD, lambda: result("bad-b") == "pass")
+        await eventually(lambda: result("bad-b") == "pass", PERIOD)
         assert result("bad-a") == "fail"
 
         await cluster.kubectl_ok("-n", namespace, "delete", "pod", "bad-b", "--wait=false")
-        await within(PERIOD, lambda: not sink.results_of("bad-b"))
+        await eventually(lambda: not sink.results_of("bad-b"), PERIOD)
         assert any(method == "forget_resource" for method, _ in sink.calls)
 
         await cluster.kubectl_ok("delete", "clustervalidatepolicies.policy.kcloudlabs.io", name)
-        await within(PERIOD, lambda: ("forget_policy", f"ClusterValidatePolicy {name}") in sink.calls)
+        await eventually(lambda: ("forget_policy", f"ClusterValidatePolicy {name}") in sink.calls, PERIOD)
         assert result("bad-a") is None
-        await within(PERIOD, lambda: scanner.passes >= 1)
+        await eventually(lambda: scanner.passes >= 1, PERIOD)
     finally:
         await scanner.stop()
         await watch.stop()

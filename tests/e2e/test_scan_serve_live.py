@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from tests.cluster.test_scan_live import pod, policy
 from tests.conftest import Cluster
 from tests.e2e.conftest import Webhook, apply_policy, kubectl_ok, wait_for
 
@@ -29,28 +30,9 @@ def findings(webhook: Webhook, pod: str) -> list[list[str]]:
 def test_serve_scans_pods_that_exist_before_an_audit_policy(cluster: Cluster, webhook: Webhook,
                                                              namespace: str) -> None:
     name = f"scan-{uuid.uuid4().hex[:6]}"
-    pod = f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: lonely, namespace: {namespace}}}
-spec:
-  automountServiceAccountToken: false
-  containers: [{{name: app, image: registry.example/app:1}}]
-"""
-    assert wait_for(lambda: cluster.kubectl("apply", "-f", "-", input=pod).returncode == 0, 30)
-    policy = f"""
-apiVersion: policy.kcloudlabs.io/v1alpha1
-kind: ClusterValidatePolicy
-metadata: {{name: {name}}}
-spec:
-  resourceSelectors: [{{apiVersion: v1, kind: Pod, namespace: {namespace}}}]
-  validateRules:
-    - cel: "has(object.metadata.labels) && 'owner' in object.metadata.labels"
-      message: every Pod needs an owner label
-      validationActions: [Audit]
-"""
+    assert wait_for(lambda: cluster.kubectl("apply", "-f", "-", input=pod("lonely", namespace)).returncode == 0, 30)
     try:
-        apply_policy(cluster, policy, "cvp", name, 1)
+        apply_policy(cluster, policy(name, namespace), "cvp", name, 2)
         expected = f"ClusterValidatePolicy {name} rule 0: fail: every Pod needs an owner label"
         assert wait_for(lambda: any(expected in one for one in findings(webhook, f"{namespace}/lonely")), 30), \
             webhook.log_text()[-3000:]

@@ -76,12 +76,17 @@ async def policy(scanner: Scanner, doc: Obj | None, kind: str = "ClusterValidate
     await scanner.on_policy(kind, None, name, compile_all([doc])[0] if doc is not None else None)
 
 
+async def leading(scanner: Scanner, doc: Obj, kind: str = "ClusterValidatePolicy", name: str = "owner") -> None:
+    """Give the scanner the policy, make it lead, and wait until it watches Pods."""
+    await policy(scanner, doc, kind, name)
+    await scanner.start()
+    await until(lambda: PODS in scanner.feed.informers)
+
+
 async def test_existing_objects_get_fail_pass_skip_and_error_then_follow_changes(
         scan: tuple[Scanner, MemorySink]) -> None:
     scanner, sink = scan
-    await policy(scanner, owner_policy())
-    await scanner.start()
-    await until(lambda: PODS in scanner.feed.informers)
+    await leading(scanner, owner_policy())
     for one in (pod("good", {"owner": "a"}), pod("bad"), pod("xbad", {"owner": "a"})):
         await feed(scanner, PODS, "ADDED", one)
     await until(lambda: len(sink.reports) == 3)
@@ -123,9 +128,7 @@ async def test_a_deny_rule_that_fails_does_not_stop_the_others_and_keeps_its_act
 
 async def test_override_policies_say_would_change_and_write_nothing(scan: tuple[Scanner, MemorySink]) -> None:
     scanner, sink = scan
-    await policy(scanner, LABEL, "ClusterOverridePolicy", "label")
-    await scanner.start()
-    await until(lambda: PODS in scanner.feed.informers)
+    await leading(scanner, LABEL, "ClusterOverridePolicy", "label")
     done = pod("done")
     done["metadata"]["annotations"] = {"scanned": "yes"}
     await feed(scanner, PODS, "ADDED", pod("fresh"))
@@ -140,9 +143,7 @@ async def test_override_policies_say_would_change_and_write_nothing(scan: tuple[
 
 async def test_policy_change_rescans_and_deletion_forgets(scan: tuple[Scanner, MemorySink]) -> None:
     scanner, sink = scan
-    await policy(scanner, owner_policy())
-    await scanner.start()
-    await until(lambda: PODS in scanner.feed.informers)
+    await leading(scanner, owner_policy())
     await feed(scanner, PODS, "ADDED", pod("bad"))
     await until(lambda: sink.results_of("bad").get(("owner", 0)) == "fail")
     # The policy now selects ConfigMaps: the Pod informer stops, and the Pod's results are cleared.
@@ -161,9 +162,7 @@ async def test_policy_change_rescans_and_deletion_forgets(scan: tuple[Scanner, M
 async def test_a_new_leader_publishes_everything_again_and_a_follower_writes_nothing(
         scan: tuple[Scanner, MemorySink]) -> None:
     scanner, sink = scan
-    await policy(scanner, owner_policy())
-    await scanner.start()
-    await until(lambda: PODS in scanner.feed.informers)
+    await leading(scanner, owner_policy())
     await feed(scanner, PODS, "ADDED", pod("bad"))
     await until(lambda: "uid-bad" in sink.reports)
     await scanner.on_leading(False)
@@ -181,9 +180,7 @@ async def test_a_new_leader_publishes_everything_again_and_a_follower_writes_not
 async def test_full_passes_end_and_are_timed(scan: tuple[Scanner, MemorySink]) -> None:
     scanner, sink = scan
     scanner.period = 0.05
-    await policy(scanner, owner_policy())
-    await scanner.start()
-    await until(lambda: PODS in scanner.feed.informers)
+    await leading(scanner, owner_policy())
     await feed(scanner, PODS, "ADDED", pod("good", {"owner": "a"}))
     await until(lambda: scanner.passes >= 3)
     metrics = scanner.metrics
