@@ -46,6 +46,8 @@ __all__ = ["Scanner"]
 
 MAX_PAUSE = 1.0
 """Seconds the CPU bound makes the scan wait after one object, at most."""
+SYNC_WAIT = 60.0
+"""Seconds a full pass waits for the informers' first lists before it begins with what is there."""
 
 
 @dataclass
@@ -139,6 +141,14 @@ class Scanner:
             job.add_done_callback(self._jobs.discard)
 
     async def _policy_changed(self, pid: PolicyId, forget: bool) -> None:
+        try:
+            await self._rescan_policy(pid, forget)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("scan: %s changed, but its objects could not be queued (the next pass scans them)", pid)
+
+    async def _rescan_policy(self, pid: PolicyId, forget: bool) -> None:
         async with self._lock:
             if not self.running:
                 return
@@ -155,7 +165,7 @@ class Scanner:
         watched are queued (their results are cleared)."""
         unscanned: list[str] = []
         self._kinds_of = {}
-        for pid, one in self.plans.items():
+        for pid, one in list(self.plans.items()):  # plans may change while discovery is read
             found = await kinds.resolve([one.policy.selectors], self.catalog)
             self._kinds_of[pid] = found.resources
             unscanned += [f"{pid}: {reason}" for reason in found.unscanned]
@@ -232,11 +242,20 @@ class Scanner:
     async def _passes(self) -> None:
         await self.ready.wait()
         while True:
-            async with self._lock:
-                await self._watch()
-            while not self.feed.synced:
-                await asyncio.sleep(0.2)
-            self._begin_pass()
+            try:
+                async with self._lock:
+                    await self._watch()
+                # An informer that cannot list (no RBAC for its kind, say) does not hold the pass up:
+                # its objects are queued whenever it has listed them.
+                waited = 0.0
+                while not self.feed.synced and waited < SYNC_WAIT:
+                    await asyncio.sleep(0.2)
+                    waited += 0.2
+                self._begin_pass()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("scan: a full pass could not begin; trying again in %.0f s", self.period)
             await asyncio.sleep(self.period)
 
     def _begin_pass(self) -> None:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from kinitiras_py.admission.results import ResourceRef, RuleResult
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.bench.scanscale import Preloaded
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.offline.apply import compile_all
 from kinitiras_py.offline.static import StaticStore
+from kinitiras_py.scan import scanner as scanner_module
 from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.metrics import ScanMetrics
 from kinitiras_py.scan.scanner import Scanner
@@ -205,3 +207,56 @@ async def test_the_same_version_again_scans_nothing(scan: tuple[Scanner, MemoryS
     assert metrics.scanned._value.get() == 1
     await scanner.on_policy("ClusterValidatePolicy", None, "owner", compile_all([owner_policy()])[0])
     await until(lambda: metrics.scanned._value.get() == 2)
+
+
+class NotListing(Preloaded):
+    """An informer that cannot list (as without RBAC for its kind) until the test lets it."""
+
+    def start(self) -> None:
+        pass
+
+
+async def test_a_kind_that_cannot_be_listed_does_not_hold_the_pass_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scanner_module, "SYNC_WAIT", 0.3)
+    sink = MemorySink()
+    scanner = Scanner(None, sink, Context(StaticStore()), FakeCatalog(), cpu_share=1.0,
+                      make_informer=lambda client, resource: (Preloaded(client, resource, [pod("bad")])
+                                                              if resource == PODS else NotListing(client, resource)))
+    doc = owner_policy()
+    doc["spec"]["resourceSelectors"].append({"apiVersion": "v1", "kind": "ConfigMap"})
+    try:
+        await leading(scanner, doc)
+        await until(lambda: scanner.passes == 1 and "uid-bad" in sink.reports)
+        late = scanner.feed.informers[CONFIGMAPS]
+        await late.apply({"type": "ADDED", "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                      "metadata": {"name": "cm", "namespace": "team", "uid": "u-cm"}}})
+        late.synced.set()
+        await until(lambda: sink.results_of("cm").get(("owner", 0)) == "fail")
+    finally:
+        await scanner.stop()
+
+
+class FailingOnce(MemorySink):
+    """A sink whose first publish fails, as a report write refused by the API server."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def publish(self, resource: ResourceRef, uid: str, results: Sequence[RuleResult]) -> None:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("the API server refused the report")
+        await super().publish(resource, uid, results)
+
+
+async def test_a_failed_write_is_written_again_at_the_next_pass() -> None:
+    sink = FailingOnce()
+    scanner = Scanner(None, sink, Context(StaticStore()), FakeCatalog(), period=0.1, cpu_share=1.0,
+                      make_informer=lambda client, resource: Preloaded(client, resource, [pod("bad")]))
+    try:
+        await leading(scanner, owner_policy())
+        await until(lambda: sink.failed and "uid-bad" in sink.reports)
+        assert sink.results_of("bad")[("owner", 0)] == "fail"
+    finally:
+        await scanner.stop()
