@@ -104,6 +104,8 @@ class Scanner:
         self._pass_left: set[Key] | None = None
         self._since_pass: set[Key] = set()
         self._pass_started = 0.0
+        self._spent = 0.0
+        """Seconds the object being scanned took to evaluate (what the CPU bound paces)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._jobs: set[asyncio.Task[None]] = set()
         self.ready = ready or asyncio.Event()
@@ -300,7 +302,7 @@ class Scanner:
             work = self._pending.pop(key)
             if self.metrics is not None:
                 self.metrics.queued.set(len(self._pending))
-            began = time.monotonic()
+            self._spent = 0.0
             try:
                 await self._do(key, work)
             except asyncio.CancelledError:
@@ -312,9 +314,9 @@ class Scanner:
                 self._end_pass_if_done()
             else:
                 self._since_pass.add(key)
-            # Yield to the event loop after every object, longer when the scan used its share.
-            spent = time.monotonic() - began
-            await asyncio.sleep(min(MAX_PAUSE, spent * (1 - self.cpu_share) / self.cpu_share))
+            # Yield to the event loop after every object, longer when the scan used its share
+            # (evaluating, not waiting for the sink's writes).
+            await asyncio.sleep(min(MAX_PAUSE, self._spent * (1 - self.cpu_share) / self.cpu_share))
 
     async def _do(self, key: Key, work: _Work) -> None:
         for ref, uid in work.gone:
@@ -336,7 +338,9 @@ class Scanner:
             known = None
         if self._evaluator is None:
             self._evaluator = evaluator(self.plans, self.context)
+        began = time.monotonic()
         results = await self._evaluator.results(obj)
+        self._spent = time.monotonic() - began
         if self.metrics is not None:
             self.metrics.scanned.inc()
         digest = _digest(results)
