@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +23,9 @@ from kinitiras_py.refs.store import Store
 from kinitiras_py.scan.plans import Plan
 
 __all__ = ["Context", "Evaluator", "evaluator"]
+
+STEP = 10
+"""Validate policies evaluated on an object between two turns of the event loop."""
 
 OPERATION = "CREATE"
 """The operation a scan's request carries (every rule a scan runs applies to any operation, and
@@ -48,9 +53,18 @@ class Evaluator:
         self.plans = dict(plans)
         self._selecting = _index(plan.selecting for plan in self.plans.values())
         running = [plan.running for plan in self.plans.values() if plan.running is not None]
-        self._pipeline = Pipeline(_index(p for p in running if not p.validating),
-                                  _index(p for p in running if p.validating),
-                                  context.store, context.http, context.lookup_timeout, context.egress)
+        validating = sorted((p for p in running if p.validating), key=CompiledPolicy.sort_key)
+
+        def pipeline(overrides: Iterable[CompiledPolicy], validations: Iterable[CompiledPolicy]) -> Pipeline:
+            return Pipeline(_index(overrides), _index(validations), context.store, context.http,
+                            context.lookup_timeout, context.egress)
+
+        # Override policies together (each sees what the others changed); validate policies in
+        # steps, the event loop serving admission requests between them.
+        self._overrides = pipeline((p for p in running if not p.validating), ())
+        self._steps = [pipeline((), validating[at:at + STEP]) for at in range(0, len(validating), STEP)]
+        self.spent = 0.0
+        """Seconds the last :meth:`results` evaluated, the turns it gave the event loop left out."""
 
     async def results(self, obj: Obj) -> list[RuleResult]:
         """The result of every rule of the plans that selects ``obj``: skipped, would-change or
@@ -60,11 +74,18 @@ class Evaluator:
         if not matched:
             return []
         request = Request(OPERATION, obj, namespace=object_namespace(obj))
-        pipeline = self._pipeline
+        began = time.monotonic()
+        mutation = await self._overrides.mutate(request)
+        spent = time.monotonic() - began
         # Validate rules see the object as stored, not as the override rules would leave it.
-        mutation = await pipeline.mutate(request)
-        verdict = await pipeline.validate(request)
-        decision = Decision(True, "", mutation.patch, mutation.object, [], [], mutation, verdict.checks)
+        checks = []
+        for step in self._steps:
+            await asyncio.sleep(0)
+            began = time.monotonic()
+            checks += (await step.validate(request)).checks
+            spent += time.monotonic() - began
+        self.spent = spent
+        decision = Decision(True, "", mutation.patch, mutation.object, [], [], mutation, checks)
         overrides: list[tuple[CompiledPolicy, Any]] = []
         validations: list[tuple[CompiledPolicy, Any]] = []
         for policy, rule in matched:

@@ -338,9 +338,8 @@ class Scanner:
             known = None
         if self._evaluator is None:
             self._evaluator = evaluator(self.plans, self.context)
-        began = time.monotonic()
         results = await self._evaluator.results(obj)
-        self._spent = time.monotonic() - began
+        self._spent = self._evaluator.spent
         if self.metrics is not None:
             self.metrics.scanned.inc()
         digest = _digest(results)
