@@ -93,6 +93,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="kinitiras-py serve against a real API server (--kubeconfig, else one brought up) with "
                         "--total policies (default here 10000): its RSS while serving and how fast a policy "
                         "change takes effect")
+    p.add_argument("--scan", action="store_true",
+                   help="the background scan in process over --scan-pods existing Pods and --scan-policies validate "
+                        "policies: time to the first full report, memory added, CPU with --scan-changes Pod "
+                        "changes/s for --seconds (default 30), and admission latency throughout")
+    p.add_argument("--scan-pods", type=_positive, default=10_000, help="with --scan: existing Pods (default 10000)")
+    p.add_argument("--scan-policies", type=_positive, default=50, help="with --scan: policies (default 50)")
+    p.add_argument("--scan-changes", type=_positive, default=20,
+                   help="with --scan: Pod changes per second (default 20)")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(handler=_bench)
 
@@ -211,6 +219,10 @@ def _bench_e2e(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.scan:
+        from kinitiras_py.bench import scanscale
+
+        return scanscale.main(args.scan_pods, args.scan_policies, args.scan_changes, args.seconds or 30.0, args.output)
     if args.scale or args.memory:
         from kinitiras_py.bench import memory, scale
 

@@ -67,6 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label-excluded-namespaces", action="store_true",
                    help="label kube-system and our namespace so the webhook skips them (Kubernetes < 1.21 "
                         "has no kubernetes.io/metadata.name label; needs RBAC to patch namespaces)")
+    p.add_argument("--scan-period", type=_positive_seconds, default=3600.0,
+                   help="seconds between full background scans of the objects policies select; changes are "
+                        "scanned as they happen (default %(default)s)")
+    p.add_argument("--scan-cpu-share", type=_share, default=0.5,
+                   help="at most this share (0 to 1) of the webhook's event loop goes to the background scan "
+                        "(default %(default)s)")
+    p.add_argument("--no-scan", action="store_true", help="do not scan existing objects in the background")
     httpflags.add(p)
     p.set_defaults(handler=_serve)
 
@@ -92,6 +99,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1, not {text}")
+    return value
+
+
 def _mebibytes(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 1024:
@@ -104,7 +118,7 @@ def _serve(args: argparse.Namespace) -> int:
     from kinitiras_py.registration.builder import Registration
     from kinitiras_py.runtime import running
     from kinitiras_py.runtime.certificates import CertSettings
-    from kinitiras_py.runtime.settings import ServerSettings, Settings
+    from kinitiras_py.runtime.settings import ScanSettings, ServerSettings, Settings
 
     egress = httpflags.egress(args)
     if isinstance(egress, str):
@@ -131,6 +145,7 @@ def _serve(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig, lookup_timeout=max(args.deadline - 0.2, 0.1),
         cel_results_bytes=int(args.cel_results_mib * 1024 * 1024),
         mutation_results_bytes=int(args.mutation_results_mib * 1024 * 1024),
+        scan=ScanSettings(enabled=not args.no_scan, period=args.scan_period, cpu_share=args.scan_cpu_share),
         egress=egress,
     )
     asyncio.run(running.run(settings))

@@ -170,6 +170,10 @@ class Informer:
             return [self._unpack(obj) for obj in self._cache.get(namespace, {}).values()]
         return [self._unpack(obj) for bucket in self._cache.values() for obj in bucket.values()]
 
+    def names(self) -> tuple[tuple[str, str], ...]:
+        """(namespace, name) of every cached object ("" for cluster-scoped ones), without decoding any."""
+        return tuple((ns, name) for ns, bucket in self._cache.items() for name in bucket)
+
     def __len__(self) -> int:
         return sum(len(bucket) for bucket in self._cache.values())
 

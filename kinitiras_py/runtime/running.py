@@ -25,6 +25,10 @@ from kinitiras_py.registration.coverage import CoverageGate
 from kinitiras_py.registration.reconciler import Reconciler
 from kinitiras_py.runtime import certificates
 from kinitiras_py.runtime.settings import Settings
+from kinitiras_py.scan.evaluation import Context
+from kinitiras_py.scan.metrics import ScanMetrics
+from kinitiras_py.scan.scanner import Scanner
+from kinitiras_py.scan.sink import LoggingSink, ReportSink
 from kinitiras_py.webhook import answers
 from kinitiras_py.webhook import server as webhook_server
 from kinitiras_py.webhook.app import make_app, make_metrics_app
@@ -43,8 +47,11 @@ def _split_address(address: str) -> tuple[str, int]:
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None,
-              started: Callable[[int], Awaitable[None]] | None = None) -> None:
+              started: Callable[[int], Awaitable[None]] | None = None, sink: ReportSink | None = None) -> None:
     """Serve until ``stop`` is set (or SIGTERM/SIGINT), then shut down in order.
+
+    The background scan (unless ``settings.scan`` switches it off) writes its results to ``sink``;
+    until the PolicyReport writer is wired in, the default logs them.
 
     Once asked to stop, the replica gives up the Lease at once and keeps answering for
     ``settings.server.drain_seconds`` (the API server may send requests until it sees the pod
@@ -96,6 +103,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     async def on_policy_change(kind: str, namespace: str | None, name: str, compiled: CompiledPolicy | None,
                                error: str | None) -> None:
         feed.update((kind, namespace, name), compiled)
+        if scanner is not None:
+            await scanner.on_policy(kind, namespace, name, compiled)
         if not settings.register or compiled is None or gate.in_force(compiled):
             if compiled is None:
                 gate.withdraw(kind, namespace, name)  # narrowing is safe at once
@@ -104,6 +113,10 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         reconciler.notify()
 
     watch.on_change = on_policy_change
+    scanner = (Scanner(api, sink or LoggingSink(), Context(store, http, egress, settings.lookup_timeout),
+                       store.discovery, period=settings.scan.period, cpu_share=settings.scan.cpu_share,
+                       metrics=ScanMetrics(metrics.registry), ready=watch.synced)
+               if settings.scan.enabled else None)
     registered = reconciler.ready if settings.register else asyncio.Event()
     if not settings.register:
         registered.set()
@@ -121,6 +134,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         certs.tls.context, make_metrics_app(handlers) if separate_metrics else None, metrics_host, metrics_port,
         shutdown_timeout=settings.server.shutdown_timeout)
     status.start()
+    if scanner is not None and certs.elector is not None:
+        certs.elector.on_change(scanner.on_leading)  # only the Lease holder scans and writes reports
     certs.start()
     watch.start()
     gauges = asyncio.get_running_loop().create_task(_update_gauges(watch, metrics), name="gauges")
@@ -133,6 +148,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         except TimeoutError:
             log.warning("the JavaScript watch hooks of some policies are still waiting for their objects")
         hooks_built.set()
+        if scanner is not None and certs.elector is None:
+            await scanner.start()  # static certificates: no Lease, a single replica scans
         if settings.register:
             # The reconciler keeps the webhook rules scoped to what the policies select.
             reconciler.start()
@@ -149,6 +166,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         await asyncio.gather(_wait(hurry, drain), _step_down(reconciler, certs))
         await server.stop()
         await aiotasks.cancel(gauges)
+        if scanner is not None:
+            await scanner.stop()
         await watch.stop()
         await feed.stop()
         await status.stop()

@@ -29,6 +29,17 @@ class ServerSettings:
 
 
 @dataclass(frozen=True)
+class ScanSettings:
+    """The background scan of existing objects (docs/background-scan.md)."""
+
+    enabled: bool = True
+    period: float = 3600.0
+    """Seconds between full passes (``--scan-period``)."""
+    cpu_share: float = 0.5
+    """At most this share of the event loop's time goes to the scan (``--scan-cpu-share``)."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything `serve` needs."""
 
@@ -46,6 +57,7 @@ class Settings:
     mutation_results_bytes: int = mutationmemo.DEFAULT_BYTES
     """Memory for whole mutations remembered by all their inputs, half of it for their answers
     remembered by the request's bytes (0: none)."""
+    scan: ScanSettings = field(default_factory=ScanSettings)
     egress: Egress = field(default_factory=Egress)
     """What http references may call (``--http-allow``, ``--http-namespaced``); the API server's
     addresses are added to the guarded ones at start."""

@@ -12,11 +12,18 @@ from typing import Any
 
 import yaml
 from aiohttp.test_utils import TestClient
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from kinitiras_py.bench.scanscale import Preloaded
 from kinitiras_py.certs import authority
 from kinitiras_py.certs.tls import ReloadableTLS
+from kinitiras_py.offline.apply import compile_all
+from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.runtime.running import update_gauges
+from kinitiras_py.scan.evaluation import Context
+from kinitiras_py.scan.metrics import ScanMetrics
+from kinitiras_py.scan.scanner import Scanner
 from kinitiras_py.webhook.app import make_app
 from kinitiras_py.webhook.handlers import Handlers
 from tests.functional.test_webhook import (
@@ -30,6 +37,8 @@ from tests.functional.test_webhook import (
     post,
     review,
 )
+from tests.scanfakes import MemorySink
+from tests.unit.registration.test_rules import FakeCatalog
 
 LABEL_CM = yaml.safe_load("""
 apiVersion: policy.kcloudlabs.io/v1alpha1
@@ -103,14 +112,47 @@ class _Watch:
         return {"ClusterOverridePolicy": 3, "OverridePolicy": 1, "ClusterValidatePolicy": 1, "ValidatePolicy": 0}
 
 
+SCAN_AUDIT = yaml.safe_load("""
+apiVersion: policy.kcloudlabs.io/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: scan-audit}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap}]
+  validateRules:
+  - validationActions: [Audit]
+    cel: "object.metadata.name == 'scanned'"
+  - validationActions: [Warn]
+    cel: "object.metadata.namespace == 'elsewhere'"
+  - validationActions: [Audit]
+    cel: "has(object.metadata.uid)"
+""")
+
+
+async def scan_once(registry: CollectorRegistry) -> Scanner:
+    """A background scan, as ``serve`` runs it (its metrics in the webhook's registry), through one
+    full pass over a ConfigMap under SCAN_AUDIT (one rule fails, one warns, one passes); it keeps
+    running. (Its own rules: the webhook's memory of CEL results is not touched.)"""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default", "uid": "u"}}
+    scanner = Scanner(None, MemorySink(), Context(StaticStore()), FakeCatalog(), metrics=ScanMetrics(registry),
+                      make_informer=lambda client, resource: Preloaded(client, resource, [cm]))
+    await scanner.on_policy("ClusterValidatePolicy", None, "scan-audit", compile_all([SCAN_AUDIT])[0])
+    await scanner.start()
+    async with asyncio.timeout(5):
+        while not scanner.passes:
+            await asyncio.sleep(0.01)
+    return scanner
+
+
 async def exercise(aiohttp_client: Any) -> tuple[Handlers, TestClient]:
     """An in-process server that has answered requests moving every metric it exports (its
-    certificate, policy counts and watches set as ``serve`` sets them): its handlers and a client."""
+    certificate, policy counts and watches set as ``serve`` sets them, a background scan run): its
+    handlers and a client."""
     fail_on_accounts = owner_policy("Fail")
     fail_on_accounts["spec"]["resourceSelectors"] = [{"apiVersion": "v1", "kind": "ServiceAccount"}]
     handlers = make_handlers([OVERSELL, LABEL_CM, DENY_NS, CM_CHECK, CM_AUDIT, owner_policy("Ignore"),
                               fail_on_accounts])
     handlers.metrics.certificate.tls = ReloadableTLS(SERVING.cert, SERVING.key)
+    await scan_once(handlers.metrics.registry)
     client: TestClient = await aiohttp_client(make_app(handlers))
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
     renamed = {**DEPLOYMENT, "metadata": {**DEPLOYMENT["metadata"], "name": "another"}}
@@ -179,6 +221,15 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
         ("kinitiras_informer_synced", (("kind", "OverridePolicy"),)): 0.0,
         ("kinitiras_policies", (("kind", "ClusterOverridePolicy"),)): 3.0,
         ("kinitiras_policies", (("kind", "OverridePolicy"),)): 1.0,
+        ("kinitiras_scan_objects_scanned_total", ()): 1.0,
+        ("kinitiras_scan_queued_objects", ()): 0.0,
+        ("kinitiras_scan_watched_objects", ()): 1.0,
+        ("kinitiras_scan_leading", ()): 1.0,
+        ("kinitiras_scan_period_seconds", ()): 3600.0,
+        ("kinitiras_scan_results", (("result", "fail"),)): 1.0,
+        ("kinitiras_scan_results", (("result", "warn"),)): 1.0,
+        ("kinitiras_scan_results", (("result", "pass"),)): 1.0,
+        ("kinitiras_scan_results", (("result", "skip"),)): 0.0,
     }
     assert {key: found.get(key) for key in expected} == expected
     assert found[("kinitiras_cel_results_evaluated_total", ())] >= 1.0
@@ -186,6 +237,8 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     assert found[("kinitiras_mutation_results_evaluated_total", ())] >= 1.0
     assert found[("kinitiras_mutation_results_bytes", ())] > 0
     assert found[("kinitiras_mutation_answers_bytes", ())] > 0
+    assert found[("kinitiras_scan_last_full_pass_timestamp_seconds", ())] > 0
+    assert found[("kinitiras_scan_pass_duration_seconds", ())] > 0
     for name in ("kinitiras_webhook_request_duration_seconds_sum", "kinitiras_policy_evaluation_seconds_sum"):
         assert all(v > 0 for (sample, _labels), v in found.items() if sample == name)
     # Every family the registry exports is one this test moved.
@@ -193,7 +246,8 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
                 if not f.name.endswith("_created")}  # the client's creation timestamps
     moved = {name.removesuffix("_total").removesuffix("_count") for name, _labels in expected}
     moved |= {"kinitiras_cel_results_evaluated", "kinitiras_cel_results_bytes", "kinitiras_mutation_results_evaluated",
-              "kinitiras_mutation_results_bytes", "kinitiras_mutation_answers_bytes"}
+              "kinitiras_mutation_results_bytes", "kinitiras_mutation_answers_bytes",
+              "kinitiras_scan_last_full_pass_timestamp_seconds", "kinitiras_scan_pass_duration_seconds"}
     assert exported == moved
 
 

@@ -1,0 +1,119 @@
+"""The one place a scan evaluates policies: through the webhook's pipeline, as admission does.
+
+(When the admission ``Engine`` object arrives, :func:`evaluator` is what switches to it.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kinitiras_py.admission.pipeline import Decision, Pipeline, Request
+from kinitiras_py.admission.results import RuleResult, override_results, validate_results
+from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.results import PolicyId
+from kinitiras_py.engine.selection import PolicyIndex, object_namespace
+from kinitiras_py.refs import resolver
+from kinitiras_py.refs.egress import Egress
+from kinitiras_py.refs.store import Store
+from kinitiras_py.scan.plans import Plan
+
+__all__ = ["Context", "Evaluator", "evaluator"]
+
+STEP = 10
+"""Validate policies evaluated on an object between two turns of the event loop."""
+
+OPERATION = "CREATE"
+"""The operation a scan's request carries (every rule a scan runs applies to any operation, and
+none reads it)."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What rules read besides the object: other objects, http, the operator's settings."""
+
+    store: Store
+    http: resolver.HttpClient | None = None
+    egress: Egress = field(default_factory=Egress)
+    lookup_timeout: float = 2.3
+
+
+def _index(policies: Iterable[CompiledPolicy | None]) -> PolicyIndex:
+    return PolicyIndex(policy for policy in policies if policy is not None)
+
+
+class Evaluator:
+    """Evaluates the plans it was made with on one object at a time."""
+
+    def __init__(self, plans: Mapping[PolicyId, Plan], context: Context) -> None:
+        self.plans = dict(plans)
+        self._selecting = _index(plan.selecting for plan in self.plans.values())
+        running = [plan.running for plan in self.plans.values() if plan.running is not None]
+        validating = sorted((p for p in running if p.validating), key=CompiledPolicy.sort_key)
+
+        def pipeline(overrides: Iterable[CompiledPolicy], validations: Iterable[CompiledPolicy]) -> Pipeline:
+            return Pipeline(_index(overrides), _index(validations), context.store, context.http,
+                            context.lookup_timeout, context.egress)
+
+        # Override policies together (each sees what the others changed); validate policies in
+        # steps, the event loop serving admission requests between them.
+        self._overrides = pipeline((p for p in running if not p.validating), ())
+        self._steps = [pipeline((), validating[at:at + STEP]) for at in range(0, len(validating), STEP)]
+        self.spent = 0.0
+        """Seconds the last :meth:`results` evaluated, the turns it gave the event loop left out."""
+
+    async def results(self, obj: Obj) -> list[RuleResult]:
+        """The result of every rule of the plans that selects ``obj``: skipped, would-change or
+        unchanged (override), pass, fail, warn or error (validate), in the order admission runs them."""
+        # Override rules first, then validate rules, as admission runs them.
+        matched = sorted(self._selecting.matching(obj, OPERATION), key=lambda m: m[0].validating)
+        if not matched:
+            return []
+        request = Request(OPERATION, obj, namespace=object_namespace(obj))
+        began = time.monotonic()
+        mutation = await self._overrides.mutate(request)
+        spent = time.monotonic() - began
+        # Validate rules see the object as stored, not as the override rules would leave it.
+        checks = []
+        for step in self._steps:
+            await asyncio.sleep(0)
+            began = time.monotonic()
+            checks += (await step.validate(request)).checks
+            spent += time.monotonic() - began
+        self.spent = spent
+        decision = Decision(True, "", mutation.patch, mutation.object, [], [], mutation, checks)
+        overrides: list[tuple[CompiledPolicy, Any]] = []
+        validations: list[tuple[CompiledPolicy, Any]] = []
+        for policy, rule in matched:
+            plan = self.plans[policy.identity]
+            if rule.index not in plan.skipped:
+                (validations if policy.validating else overrides).append((plan.policy, plan.original(rule.index)))
+        ran = override_results(decision, overrides) + validate_results(decision, validations)
+        by_rule = {(one.policy, one.rule): one for one in ran}
+        out = []
+        for policy, rule in matched:
+            plan = self.plans[policy.identity]
+            reason = plan.skipped.get(rule.index)
+            if reason is not None:
+                out.append(RuleResult(policy.identity, rule.index, "validate" if policy.validating else "override",
+                                      "skip", f"not evaluated in a background scan: {reason}", skipped=True))
+            elif (one := by_rule.get((policy.identity, rule.index))) is not None:
+                out.append(_scanned(one))
+        return out
+
+
+def _scanned(one: RuleResult) -> RuleResult:
+    """An override result said as a scan means it: nothing was written."""
+    if one.type == "override" and one.result == "pass":
+        one.message = ("would change the object" if one.patched
+                       else "leaves the object unchanged")
+    return one
+
+
+def evaluator(plans: Mapping[PolicyId, Plan], context: Context) -> Evaluator:
+    """An evaluator of ``plans`` (the one constructor the scanner calls)."""
+    return Evaluator(plans, context)

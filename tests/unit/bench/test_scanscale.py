@@ -1,0 +1,29 @@
+"""``bench --scan`` at a small N: every phase is measured and the first pass reports every Pod."""
+
+from __future__ import annotations
+
+import orjson
+
+from kinitiras_py.bench import scanscale
+from tests.cli import run as run_cli
+
+
+async def test_the_scenario_reports_every_pod_and_measures_each_phase() -> None:
+    stats = await scanscale.run(40, total_policies=10, rate=20, seconds=1.0, baseline=0.3)
+    assert stats.writes == 40
+    # 10 policies of 2 rules, one of them with a third rule reading request.userInfo; 1 in 3 Pods has
+    # no owner label, and policies 0, 5 check it.
+    assert stats.results == {"fail": 14 * 2, "pass": 40 * 20 - 28, "skip": 40}
+    assert [p.name for p in stats.phases] == ["baseline", "first pass", "steady"]
+    assert all(p.latencies and p.seconds > 0 and p.cpu > 0 for p in stats.phases)
+    assert stats.first_report_seconds == stats.phases[1].seconds > 0
+    assert "40 Pods, 10 validate policies: first full report in" in scanscale.table(stats)
+
+
+def test_the_command_runs_at_a_small_n() -> None:
+    code, out, err = run_cli("bench", "--scan", "--scan-pods", "10", "--scan-policies", "3", "--seconds", "0.5",
+                             "-o", "json")
+    assert code == 0, err
+    found = orjson.loads(out)
+    assert found["pods"] == 10 and found["writes"] == 10 and found["policies"] == 3
+    assert [p["phase"] for p in found["phases"]] == ["baseline", "first pass", "steady"]
