@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Sequence
 
 from kinitiras_py.admission.results import ResourceRef, RuleResult
-from kinitiras_py.engine.results import PolicyId
+from kinitiras_py.engine.policies.results import PolicyId
 
 
 class MemorySink:

@@ -33,9 +33,9 @@ from kinitiras_py.bench import workload
 from kinitiras_py.bench.memory import memory_of
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.informers import Informer
-from kinitiras_py.engine.compiling import compile_policy
-from kinitiras_py.engine.results import PolicyId
-from kinitiras_py.engine.selection import PolicyIndex
+from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.policies.results import PolicyId
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.scanner import Scanner

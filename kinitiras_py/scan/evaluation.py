@@ -14,9 +14,9 @@ from typing import Any
 from kinitiras_py.admission.pipeline import Decision, Pipeline, Request
 from kinitiras_py.admission.results import RuleResult, override_results, validate_results
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.results import PolicyId
-from kinitiras_py.engine.selection import PolicyIndex, object_namespace
+from kinitiras_py.engine.matching.selection import PolicyIndex, object_namespace
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.results import PolicyId
 from kinitiras_py.refs import resolver
 from kinitiras_py.refs.egress import Egress
 from kinitiras_py.refs.store import Store

@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.evaluation.celreads import ANY
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
 
 __all__ = ["REQUEST_ONLY", "Plan", "plan", "program_reason", "rule_reason"]
 

@@ -30,8 +30,8 @@ from kinitiras_py.base import aiotasks
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.informers import Informer
-from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.results import PolicyId
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.results import PolicyId
 from kinitiras_py.registration.rules import Catalog
 from kinitiras_py.scan import kinds
 from kinitiras_py.scan.evaluation import Context, Evaluator, evaluator

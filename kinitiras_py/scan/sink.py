@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from kinitiras_py.admission.results import ResourceRef, RuleResult
-from kinitiras_py.engine.results import PolicyId
+from kinitiras_py.engine.policies.results import PolicyId
 
 log = logging.getLogger(__name__)
 

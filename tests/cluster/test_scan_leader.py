@@ -11,7 +11,7 @@ import pytest
 
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.store import InformerStore
-from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.scanner import Scanner
 from tests.cluster.test_informers import eventually

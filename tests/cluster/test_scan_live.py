@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.store import InformerStore
-from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.metrics import ScanMetrics
 from kinitiras_py.scan.scanner import Scanner
