@@ -122,6 +122,16 @@ class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, _Com
         _Constructor.__init__(self)
         _Resolver.__init__(self)
 
+    def scan_to_next_token(self) -> None:
+        """Skip a byte order mark at the start of any line, as libyaml (and go-yaml, kubectl's
+        port of it) does, counting it as a column; PyYAML's scanner skips one only at the start of
+        the stream."""
+        super().scan_to_next_token()
+        while self.column == 0 and self.peek() == "\ufeff":
+            self.forward()
+            self.column += 1  # PyYAML's reader gives a mark no column; libyaml's gives it one
+            super().scan_to_next_token()
+
 
 LOADER: type = _Loader
 try:
