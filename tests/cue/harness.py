@@ -78,7 +78,7 @@ def ours(case: Case, obj: dict[str, Any]) -> Any:
 
 def real(runs: list[tuple[Case, dict[str, Any]]]) -> list[tuple[Any, str]]:
     """Real CUE's result (and its error text) for each run, all in one Node process."""
-    request = [{"program": case.program, "inputs": inputs(case, obj),
+    request = [{"program": case.program, "inputs": {k: json.dumps(v) for k, v in inputs(case, obj).items()},
                 "output": "patches" if case.kind == "override" else "validate"} for case, obj in runs]
     done = subprocess.run(["node", str(ORACLE)], input=json.dumps(request), capture_output=True, text=True,
                           timeout=600, check=True)

@@ -23,6 +23,9 @@ from kinitiras_py.engine.rendering.environment import cel_string
 
 INPUTS = ("object", "oldObject", "data")
 OUTPUTS = {"override": "patches", "validate": "validate"}
+DATA = "{'object': object, 'oldObject': oldObject, 'extraParams': params}"
+"""``data`` in kinitiras' template contract: the object, the old object (``{}`` or ``null`` when
+there is none) and the values of the template's references (``params``)."""
 
 
 def err(kind: str, message: str) -> str:
@@ -52,8 +55,9 @@ class _Ctx:
 class Compiler:
     """One program; :meth:`compile` gives its CEL source."""
 
-    def __init__(self, text: str, kind: str) -> None:
+    def __init__(self, text: str, kind: str, template: bool = False) -> None:
         self.kind = kind
+        self.template = template
         self.output = OUTPUTS[kind]
         self.tree = syntax.parse(text)
         self.helpers: dict[str, _Helper] = {}
@@ -77,11 +81,16 @@ class Compiler:
                 raise Unsupported(decl.pos, f"`{name}` is declared twice; unifying declarations is not supported")
             attrs = decl.attrs if isinstance(decl, s.Field) else ()
             if isinstance(decl, s.Field) and decl.label in INPUTS:
-                if not isinstance(decl.value, s.Top):
-                    raise Unsupported(decl.value.pos, f"the input `{decl.label}` may only be declared as `_`")
                 if any(a != f"@tag({decl.label})" for a in attrs):
                     raise Unsupported(decl.pos, f"attribute {attrs[0]} is not supported (only @tag({decl.label}))")
-                self.inputs.add(decl.label)
+                if isinstance(decl.value, s.Top):
+                    self.inputs.add(decl.label)
+                    continue
+                if not _data_path(decl.value):
+                    raise Unsupported(decl.value.pos, f"the input `{decl.label}` may only be declared as `_` "
+                                                      "or as a path below `data` (`object: data.object`)")
+                # `object: data.object`, as kinitiras' templates render: a path read where used.
+                self.helpers[name] = _Helper(decl, self.fresh("h_"))
                 continue
             if attrs:
                 raise Unsupported(decl.pos, f"attribute {attrs[0]} is not supported on `{name}`")
@@ -135,9 +144,15 @@ class Compiler:
 
     def _input(self, node: s.Ref) -> str:
         name = node.name
+        declared = name in self.inputs
+        if self.template:
+            if name == "data":
+                return DATA
+            if declared:
+                return err("incomplete", f"{name} is not set")
+            raise Unsupported(node.pos, f"reference `{name}` not found")
         if name == "object":
             return "object"
-        declared = name in self.inputs
         if name == "oldObject" and self.kind == "validate":
             return f"(request.operation == 'UPDATE' ? oldObject : {err('incomplete', 'oldObject is not set')})"
         if declared:
@@ -179,9 +194,11 @@ class Compiler:
         elif node.name in self.helpers and node.name not in ctx.shadow:
             self.used.add(node.name)
             return self._chain_defined(self.helpers[node.name].decl.value, steps, ctx)
-        elif node.name == "object":
+        elif self.template and node.name == "data":
+            root_ok, root = "true", DATA
+        elif node.name == "object" and not self.template:
             root_ok, root = "true", "object"
-        elif node.name == "oldObject" and self.kind == "validate":
+        elif node.name == "oldObject" and self.kind == "validate" and not self.template:
             root_ok, root = "request.operation == 'UPDATE'", "oldObject"
         else:
             self._input(node)
@@ -237,6 +254,15 @@ def _shallow_path(node: s.Node) -> bool:
     return isinstance(node, s.Sel) and isinstance(node.base, s.Ref) and node.base.name in INPUTS
 
 
+def _data_path(node: s.Node) -> bool:
+    """``data.object``, ``data.extraParams."otherObject"``: constant selectors below ``data``."""
+    if not isinstance(node, s.Sel):
+        return False
+    while isinstance(node, s.Sel):
+        node = node.base
+    return isinstance(node, s.Ref) and node.name == "data"
+
+
 def _chain_helper(compiler: Compiler, node: s.Node, seen: frozenset[str] = frozenset()) -> bool:
     """A path (constant steps) from an input or from another such helper: inlined where read."""
     while isinstance(node, s.Sel | s.Index):
@@ -252,7 +278,9 @@ def _chain_helper(compiler: Compiler, node: s.Node, seen: frozenset[str] = froze
     return node.name in INPUTS
 
 
-def compile_cue(text: str, kind: str) -> str:
+def compile_cue(text: str, kind: str, template: bool = False) -> str:
     """The CEL of a kinitiras ``cue`` program for ``kind`` (``override`` or ``validate``);
-    :class:`Unsupported` names what is outside the subset and where."""
-    return Compiler(text, kind).compile()
+    :class:`Unsupported` names what is outside the subset and where. ``template`` compiles for
+    kinitiras' template contract, where the only input is ``data`` (:data:`DATA`) as its rendered
+    templates read it; a ``cue`` rule's contract gives ``object`` (and ``oldObject``) instead."""
+    return Compiler(text, kind, template).compile()

@@ -8,6 +8,7 @@ give a rounded result (comparisons of floats are exact in both).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from kinitiras_py.engine.cue import packages
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from kinitiras_py.engine.cue.compiler import Compiler, _Ctx
 
 _NUM = "(type({0}) == int || type({0}) == double)"
+_FAILS = re.compile(r"dyn\(\{\}\)\[(?:'[^'\\]*'|\"[^\"\\]*\")\]")
+"""CEL that always fails (:func:`.compiler.err`): reading below it, or looping over it, fails alike."""
 _MAX_DUPLICATES = 4
 
 
@@ -37,7 +40,9 @@ def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
     if isinstance(node, s.Ref):
         return c.ref(node, ctx)
     if isinstance(node, s.Sel):
-        return f"dyn({expr(c, node.base, ctx)})[{cel_string(node.name)}]"
+        base = expr(c, node.base, ctx)
+        # An unset input stays one failure however deep it is read (and costs nothing to estimate).
+        return base if _FAILS.fullmatch(base) else f"dyn({base})[{cel_string(node.name)}]"
     if isinstance(node, s.Index):
         return _index(c, node, ctx)
     if isinstance(node, s.Unary):
@@ -80,9 +85,10 @@ def strict_bool(c: Compiler, source: str, what: str) -> str:
 
 
 def _index(c: Compiler, node: s.Index, ctx: _Ctx) -> str:
-    base = f"dyn({expr(c, node.base, ctx)})"
+    base = expr(c, node.base, ctx)
     if isinstance(node.index, s.Lit) and type(node.index.value) in (int, str):
-        return f"{base}[{cel_literal(node.index.value)}]"
+        return base if _FAILS.fullmatch(base) else f"dyn({base})[{cel_literal(node.index.value)}]"
+    base = f"dyn({base})"
     v = c.fresh("i")
     return (f"cel.bind({v}, dyn({expr(c, node.index, ctx)}), type({v}) == int || type({v}) == string ? "
             f"{base}[{v}] : {err('invalid', 'an index must be an int or a string')})")
@@ -176,6 +182,8 @@ FUNCTIONS = ("len", *packages.FUNCTIONS)
 
 def _call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
     package = node.name.split(".")[0] if "." in node.name else None
+    if node.name in packages.REFUSED:
+        raise Unsupported(node.pos, f"`{node.name}` is not supported: it {packages.REFUSED[node.name]}")
     if node.name not in FUNCTIONS or (package and (package not in c.tree.imports or package in c.helpers
                                                    or package in ctx.env)):
         raise Unsupported(node.pos, f"call of `{node.name}` is not supported (only {', '.join(FUNCTIONS)}, "
@@ -335,10 +343,13 @@ def _clauses(c: Compiler, clauses: tuple[s.Clause, ...], body: s.Struct, ctx: _C
         loop += f".map({var}, {bound(_element(c, body, deeper))})"
     else:
         loop = f"{items}.map({var}, {bound(_clauses(c, rest, body, deeper))}).flatten()"
+    source = expr(c, clause.source, ctx)
+    if _FAILS.fullmatch(source):
+        return source
     if isinstance(clause.source, s.ListLit):
         # A literal list: its length is known, to CEL's cost estimate too.
-        return f"cel.bind({src}, {expr(c, clause.source, ctx)}, {loop})"
-    return (f"cel.bind({src}, dyn({expr(c, clause.source, ctx)}), type({src}) == list ? {loop} : "
+        return f"cel.bind({src}, {source}, {loop})"
+    return (f"cel.bind({src}, dyn({source}), type({src}) == list ? {loop} : "
             f"type({src}) == map ? {err('unsupported', 'for over a struct')} : "
             f"{err('invalid', 'for over a value that is neither a list nor a struct')})")
 
