@@ -27,6 +27,10 @@ class Case:
     objects: tuple[Obj, ...]
     old: Obj | None = None
     """The oldObject of an UPDATE (validate only); None means CREATE."""
+    template: bool = False
+    """Run under kinitiras' template contract: the one input is ``data`` (the program as a template renders it)."""
+    params: Obj | None = None
+    """``data.extraParams`` of a template program: the values of its references."""
 
 
 POD = {"apiVersion": "v1", "kind": "Pod",

@@ -203,16 +203,15 @@ class Compiler:
         else:
             self._input(node)
             root_ok, root = "false", "null"
-        test = "true"
-        for i, step in reversed(list(enumerate(reversed(steps)))):
-            var = f"cue_d{i}"
-            if isinstance(step, str):
-                test = f"(type({var}) == map && {cel_string(step)} in {var} && cel.bind(cue_d{i + 1}, " \
-                       f"{var}[{cel_string(step)}], {test}))"
-            else:
-                assert isinstance(step, int)
-                test = f"(type({var}) == list && {step} >= 0 && {step} < size({var}) && " \
-                       f"cel.bind(cue_d{i + 1}, {var}[{step}], {test}))"
+        # One flat conjunction (CEL's parser refuses deep nesting): each step is read only after the
+        # tests before it hold, and a false test decides `&&` whatever the rest would give.
+        terms, value = [], "cue_d0"
+        for step in reversed(steps):
+            key = cel_string(step) if isinstance(step, str) else str(step)
+            terms.append(f"type({value}) == map && {key} in {value}" if isinstance(step, str) else
+                         f"type({value}) == list && {key} >= 0 && {key} < size({value})")
+            value = f"{value}[{key}]"
+        test = " && ".join(terms) or "true"
         return f"({root_ok} && cel.bind(cue_d0, dyn({root}), {test}))"
 
     def _chain_defined(self, value: s.Node, steps: list[object], ctx: _Ctx) -> str:

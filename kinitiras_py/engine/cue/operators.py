@@ -42,7 +42,7 @@ def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
     if isinstance(node, s.Sel):
         base = expr(c, node.base, ctx)
         # An unset input stays one failure however deep it is read (and costs nothing to estimate).
-        return base if _FAILS.fullmatch(base) else f"dyn({base})[{cel_string(node.name)}]"
+        return base if _FAILS.fullmatch(base) else f"{_dyn(node.base, base)}[{cel_string(node.name)}]"
     if isinstance(node, s.Index):
         return _index(c, node, ctx)
     if isinstance(node, s.Unary):
@@ -58,6 +58,12 @@ def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
     if isinstance(node, s.ListLit):
         return _list(c, node, ctx)
     raise Unsupported(node.pos, f"{type(node).__name__} is not supported")
+
+
+def _dyn(node: s.Node, source: str) -> str:
+    """``source`` as ``dyn``: a selection already is one (and a chain of ``dyn()`` would nest past
+    what CEL's parser accepts on long paths)."""
+    return source if isinstance(node, s.Sel | s.Index) else f"dyn({source})"
 
 
 def _bind2(c: Compiler, left: str, right: str, body: str) -> str:
@@ -87,7 +93,7 @@ def strict_bool(c: Compiler, source: str, what: str) -> str:
 def _index(c: Compiler, node: s.Index, ctx: _Ctx) -> str:
     base = expr(c, node.base, ctx)
     if isinstance(node.index, s.Lit) and type(node.index.value) in (int, str):
-        return base if _FAILS.fullmatch(base) else f"dyn({base})[{cel_literal(node.index.value)}]"
+        return base if _FAILS.fullmatch(base) else f"{_dyn(node.base, base)}[{cel_literal(node.index.value)}]"
     base = f"dyn({base})"
     v = c.fresh("i")
     return (f"cel.bind({v}, dyn({expr(c, node.index, ctx)}), type({v}) == int || type({v}) == string ? "
