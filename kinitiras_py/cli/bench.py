@@ -90,6 +90,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="kinitiras-py serve against a real API server (--kubeconfig, else one brought up) with "
                         "--total policies (default here 10000): its RSS while serving and how fast a policy "
                         "change takes effect")
+    p.add_argument("--cue", action="store_true",
+                   help="a cue rule's compiled CEL against the same rule written in cel, --requests evaluations each")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(handler=_bench)
 
@@ -206,6 +208,10 @@ def _bench_e2e(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.cue:
+        from kinitiras_py.bench import cuerules
+
+        return cuerules.main(args.requests, args.output)
     if args.scale or args.memory:
         from kinitiras_py.bench import memory, scale
 

@@ -167,6 +167,8 @@ validate: {
     Case("compare-null", "validate", _OBJ + 'validate: {valid: object.metadata.labels != null}', (POD, ODD)),
     Case("compare-null-value", "validate", _OBJ + 'validate: {valid: object.metadata.labels.app == "web" '
          '&& object.metadata.labels.app != 1}', (POD, NULLS)),
+    Case("compare-order-bool-null", "validate", _OBJ + 'validate: {valid: object.spec.replicas <= true || '
+         'object.spec.replicas > null}', (POD, BARE)),
     Case("compare-lists", "validate", _OBJ + 'validate: {valid: [1, 2] == [1, 2]}', (POD,)),
     Case("regex", "validate", _OBJ + 'validate: {valid: object.spec.containers[0].image =~ "^nginx:", '
          'reason: "only nginx"}', (POD, BARE)),

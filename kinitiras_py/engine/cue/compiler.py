@@ -212,7 +212,8 @@ class Compiler:
                          f"type({value}) == list && {key} >= 0 && {key} < size({value})")
             value = f"{value}[{key}]"
         test = " && ".join(terms) or "true"
-        return f"({root_ok} && cel.bind(cue_d0, dyn({root}), {test}))"
+        walk = f"cel.bind(cue_d0, dyn({root}), {test})"
+        return f"({walk})" if root_ok == "true" else f"({root_ok} && {walk})"
 
     def _chain_defined(self, value: s.Node, steps: list[object], ctx: _Ctx) -> str:
         if not _chain_helper(self, value):

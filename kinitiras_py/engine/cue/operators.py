@@ -31,7 +31,7 @@ def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
     if isinstance(node, s.Lit):
         return cel_literal(node.value)
     if isinstance(node, s.Interp):
-        return "(" + " + ".join(cel_string(p) if isinstance(p, str) else _text(c, expr(c, p, ctx))
+        return "(" + " + ".join(cel_string(p) if isinstance(p, str) else _interpolated(c, p, ctx)
                                 for p in node.parts) + ")"
     if isinstance(node, s.Top):
         return err("incomplete", "incomplete value _")
@@ -76,12 +76,34 @@ def _bind2(c: Compiler, left: str, right: str, body: str) -> str:
            f"{err('invalid', '')}))"
 
 
+def _interpolated(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
+    source = expr(c, node, ctx)
+    if isinstance(node, s.Ref) and node.name in ctx.env and source.startswith("cue_idx"):
+        return f"string({source})"  # a for clause's index: an int
+    return _text(c, source)
+
+
 def _text(c: Compiler, source: str) -> str:
     v = c.fresh("s")
     return (f"cel.bind({v}, dyn({source}), type({v}) == string ? {v} : type({v}) == int ? string({v}) : "
             f"type({v}) == bool ? ({v} ? 'true' : 'false') : type({v}) == double ? "
             f"{err('unsupported', 'interpolation of a float')} : "
             f"{err('invalid', 'interpolation of a value that is not a string, a number or a bool')})")
+
+
+_BOOLEAN = frozenset(("==", "!=", "<", "<=", ">", ">=", "=~", "!~", "&&", "||"))
+
+
+def _boolean(node: s.Node) -> bool:
+    """Whether ``node`` compiles to CEL that gives a bool or fails (never another kind)."""
+    return (isinstance(node, s.Binary) and node.op in _BOOLEAN) or (isinstance(node, s.Unary) and node.op == "!") \
+        or (isinstance(node, s.Lit) and isinstance(node.value, bool))
+
+
+def condition(c: Compiler, node: s.Node, ctx: _Ctx, what: str) -> str:
+    """``node`` as a truth value: checked to be a bool unless it can be nothing else."""
+    source = expr(c, node, ctx)
+    return source if _boolean(node) else strict_bool(c, source, what)
 
 
 def strict_bool(c: Compiler, source: str, what: str) -> str:
@@ -102,7 +124,7 @@ def _index(c: Compiler, node: s.Index, ctx: _Ctx) -> str:
 
 def _unary(c: Compiler, node: s.Unary, ctx: _Ctx) -> str:
     if node.op == "!":
-        return f"!{strict_bool(c, expr(c, node.operand, ctx), 'the operand of !')}"
+        return f"!({condition(c, node.operand, ctx, 'the operand of !')})"
     if node.op == "-":
         if isinstance(node.operand, s.Lit) and type(node.operand.value) in (int, float):
             return f"({cel_literal(-node.operand.value)})"  # type: ignore[operator]
@@ -165,9 +187,11 @@ def _against_literal(c: Compiler, op: str, left: str, value: object, mismatch: s
     (and the cost estimate sees a comparison with a constant)."""
     v = c.fresh("l")
     lit = cel_literal(value)
+    # CEL binds lazily: the operand is read first so that its own failure (a missing field) wins.
+    fails = f"cel.bind({v}, dyn({left}), size([{v}]) == 1 ? {mismatch} : {mismatch})"
     if value is None:
         if op not in ("==", "!="):
-            return f"cel.bind({v}, dyn({left}), {mismatch})"
+            return fails
         return f"cel.bind({v}, dyn({left}), {v} {op} null)"
     if isinstance(value, bool):
         kind = f"type({v}) == bool"
@@ -179,7 +203,7 @@ def _against_literal(c: Compiler, op: str, left: str, value: object, mismatch: s
         absent = "false" if op == "==" else "true"
         return f"cel.bind({v}, dyn({left}), {kind} ? {v} {op} {lit} : type({v}) == null_type ? {absent} : {mismatch})"
     if isinstance(value, bool):
-        return f"cel.bind({v}, dyn({left}), {mismatch})"
+        return fails
     return f"cel.bind({v}, dyn({left}), {kind} ? {v} {op} {lit} : {mismatch})"
 
 
@@ -223,7 +247,7 @@ def _guarded(c: Compiler, clauses: tuple[s.Clause, ...], guard: str | None, bind
         if clause.kind != "if":
             raise Unsupported(clause.pos, "`for` inside a struct (dynamic field names) is not supported")
         var = c.fresh("g")
-        cond = strict_bool(c, expr(c, clause.source, ctx), "an if condition")
+        cond = condition(c, clause.source, ctx, "an if condition")
         binds.append((var, cond if guard is None else f"({guard} ? {cond} : false)"))
         guard = var
     assert guard is not None
@@ -323,7 +347,7 @@ def _clauses(c: Compiler, clauses: tuple[s.Clause, ...], body: s.Struct, ctx: _C
     clause, rest = clauses[0], clauses[1:]
     deeper = _Ctx(dict(ctx.env), True, ctx.shadow)
     if clause.kind == "if":
-        cond = strict_bool(c, expr(c, clause.source, ctx), "an if condition")
+        cond = condition(c, clause.source, ctx, "an if condition")
         return f"({cond} ? {_clauses(c, rest, body, deeper)} : [])"
     src, idx = c.fresh("src"), c.fresh("idx")
     assert clause.value is not None
@@ -343,7 +367,7 @@ def _clauses(c: Compiler, clauses: tuple[s.Clause, ...], body: s.Struct, ctx: _C
     if len(conds) == len(rest):
         guard = ""
         for cl in reversed(conds):
-            test = strict_bool(c, expr(c, cl.source, deeper), "an if condition")
+            test = condition(c, cl.source, deeper, "an if condition")
             guard = test if not guard else f"({test} ? {guard} : false)"
         loop = f"{items}.filter({var}, {bound(guard)})" if guard else items
         loop += f".map({var}, {bound(_element(c, body, deeper))})"
