@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from kinitiras_py.engine.cue.compiler import Compiler, _Ctx
 
 _NUM = "(type({0}) == int || type({0}) == double)"
+_ATOM = r"""(?:[A-Za-z_][A-Za-z0-9_]*|-?[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?|'[^'\\]*'|"[^"\\]*")"""
+_SIMPLE = re.compile(rf"""(?:dyn\({_ATOM}\)|{_ATOM})(?:\[(?:-?[0-9]+|'[^'\\]*'|"[^"\\]*")\])*""")
+"""CEL that reads a variable, a constant or a path of constant steps from one: cheap to repeat."""
 _FAILS = re.compile(r"dyn\(\{\}\)\[(?:'[^'\\]*'|\"[^\"\\]*\")\]")
 """CEL that always fails (:func:`.compiler.err`): reading below it, or looping over it, fails alike."""
 _MAX_DUPLICATES = 4
@@ -70,10 +73,17 @@ def _bind2(c: Compiler, left: str, right: str, body: str) -> str:
     """``body`` with ``{l}`` and ``{r}`` standing for the bound operands. Both are evaluated first:
     CEL's ``&&`` would otherwise absorb a failing operand's error in the kind checks, and the program
     would fail as a mismatch where CUE reports the operand's own (e.g. incomplete) error."""
-    lv, rv = c.fresh("l"), c.fresh("r")
-    body = body.replace("{l}", lv).replace("{r}", rv)
-    return f"cel.bind({lv}, dyn({left}), cel.bind({rv}, dyn({right}), size([{lv}, {rv}]) == 2 ? ({body}) : " \
-           f"{err('invalid', '')}))"
+    lv = left if _SIMPLE.fullmatch(left) else c.fresh("l")
+    rv = right if _SIMPLE.fullmatch(right) else c.fresh("r")
+    body = body.replace("{l}", f"dyn({lv})" if lv == left else lv).replace("{r}", f"dyn({rv})" if rv == right else rv)
+    result = f"(size([{lv}, {rv}]) == 2 ? ({body}) : {err('invalid', '')})"
+    # A variable, a constant or a path from a variable is read where used (binding it would nest the
+    # program deeper, and CEL's parser takes 32 levels); anything else is bound once.
+    if rv != right:
+        result = f"cel.bind({rv}, dyn({right}), {result})"
+    if lv != left:
+        result = f"cel.bind({lv}, dyn({left}), {result})"
+    return result
 
 
 def _interpolated(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
