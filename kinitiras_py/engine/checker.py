@@ -130,9 +130,16 @@ def cue_rule(checker: Checker, errors: list[PolicyError], text: object, kind: st
         errors.append(PolicyError(path, f"CUE outside the supported subset at {e}; see docs/cue.md for "
                                         "what is supported, or write the rule in `cel`"))
         return None
-    program: cel.Program | None = checker.collect(errors, compile_cel, source, path)
-    if program is not None:
-        checker.rendered_fields.append((pointer, source))
+    try:
+        program = cel.compile_program(source)
+    except CelCompileError as e:
+        # The compiled program is ours, not the user's: say what in the CUE text to change.
+        deep = "recursion" in str(e)
+        errors.append(PolicyError(path, "CUE nested too deeply to compile: its CEL would be nested deeper than "
+                                        "CEL's parser accepts (32 levels); bind long paths and inner calls to "
+                                        "fields of their own" if deep else f"the CEL compiled from it is refused: {e}"))
+        return None
+    checker.rendered_fields.append((pointer, source))
     return program
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from kinitiras_py.base.errors import CelCompileError
+from kinitiras_py.base.errors import CelCompileError, PolicyErrors
+from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.cue.compiler import compile_cue
 from kinitiras_py.engine.evaluation import cel
 from tests.cue import harness
@@ -19,6 +20,18 @@ def test_oversell_is_refused_when_compiled() -> None:
     """Long paths inside nested calls compile deeper than CEL's parser takes: refused at admission."""
     with pytest.raises(CelCompileError, match="recursion"):
         cel.compile_program(compile_cue(OVERSELL.program, OVERSELL.kind, template=True))
+
+
+def test_oversell_as_a_cue_rule_is_refused_naming_the_nesting() -> None:
+    program = OVERSELL.program.replace("data:      _ @tag(data)\nobject:    data.object\n", "object: _ @tag(object)\n")
+    policy = {"apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy", "metadata": {"name": "o"},
+              "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+                       "overrideRules": [{"overriders": {"cue": program}}]}}
+    with pytest.raises(PolicyErrors) as caught:
+        compile_policy(policy)
+    (error,) = caught.value.errors
+    assert error.path == "spec.overrideRules[0].overriders.cue"
+    assert error.reason.startswith("CUE nested too deeply to compile"), error.reason
 
 
 def test_template_contract_reads_object_old_object_and_params() -> None:
