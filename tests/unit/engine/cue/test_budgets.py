@@ -56,8 +56,18 @@ def test_request_beyond_the_estimate_is_refused() -> None:
         program.evaluate({"object": _pod(program.bound.items + 1)}, remember=False)
 
 
-def test_a_dear_cue_rule_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    compiled = compile_all([_cop({"cue": "object: _\n" + ENVS})])
+def _cvp(cue: str) -> dict[str, Any]:
+    return {"apiVersion": API, "kind": "ClusterValidatePolicy", "metadata": {"name": "v"},
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}], "validateRules": [{"cue": cue}]}}
+
+
+VALIDATE = 'validate: {valid: len([for c in object.spec.containers for e in c.env if e.name == "x" {e}]) == 0}'
+
+
+@pytest.mark.parametrize("policy", [_cop({"cue": "object: _\n" + ENVS}), _cvp("object: _\n" + VALIDATE)],
+                         ids=["override", "validate"])
+def test_a_dear_cue_rule_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch, policy: dict[str, Any]) -> None:
+    compiled = compile_all([policy])
     rule = compiled[0].rules[0]
     assert rule.cue is not None and rule.cue.bound.cost > cel.INLINE_COST > rule.cue.bound.base
     hops: list[object] = []
