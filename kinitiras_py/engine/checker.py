@@ -134,10 +134,11 @@ def cue_rule(checker: Checker, errors: list[PolicyError], text: object, kind: st
         program = cel.compile_program(source)
     except CelCompileError as e:
         # The compiled program is ours, not the user's: say what in the CUE text to change.
-        deep = "recursion" in str(e)
-        errors.append(PolicyError(path, "CUE nested too deeply to compile: its CEL would be nested deeper than "
-                                        "CEL's parser accepts (32 levels); bind long paths and inner calls to "
-                                        "fields of their own" if deep else f"the CEL compiled from it is refused: {e}"))
+        reason = f"the CEL compiled from it is refused: {e}"
+        if "recursion" in str(e):
+            reason = ("CUE nested too deeply to compile: its CEL would be nested deeper than CEL's parser accepts "
+                      "(32 levels); nest fewer calls and operators inside one another")
+        errors.append(PolicyError(path, reason))
         return None
     checker.rendered_fields.append((pointer, source))
     return program
