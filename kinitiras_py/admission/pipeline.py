@@ -246,7 +246,7 @@ class Pipeline:
                          programs: dict[tuple[str, int], Program], features: int, request: Request,
                          received: bool, until: float) -> Mutation:
         """The matched override rules applied to ``obj``, off the event loop when they may run long."""
-        every = [p for _, rule in matches for p in (rule.rendered, rule.cel)]
+        every = [p for _, rule in matches for p in (rule.rendered, rule.cue, rule.cel)]
         every += programs.values()
         size = request.size if received else None
         if not features & selection.JAVASCRIPT:
@@ -295,7 +295,7 @@ class Pipeline:
                 params = self._merged(params, policy_params, [match])
             if failed and (key := (match[0].ref, match[1].index)) in failed:
                 errors[key] = failed[key]
-            if match[1].javascript is not None or runs_long((match[1].rendered, match[1].cel), obj):
+            if match[1].javascript is not None or runs_long((match[1].rendered, match[1].cue, match[1].cel), obj):
                 one = await asyncio.to_thread(validating.validate, [match], variables, params, errors, shared)
             else:
                 one = validating.validate([match], variables, params, errors, shared)

@@ -101,6 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scan-policies", type=_positive, default=50, help="with --scan: policies (default 50)")
     p.add_argument("--scan-changes", type=_positive, default=20,
                    help="with --scan: Pod changes per second (default 20)")
+    p.add_argument("--cue", action="store_true",
+                   help="a cue rule's compiled CEL against the same rule written in cel, --requests evaluations each")
     p.add_argument("-o", "--output", choices=["table", "json"], default="table")
     p.set_defaults(handler=_bench)
 
@@ -223,6 +225,10 @@ def _bench(args: argparse.Namespace) -> int:
         from kinitiras_py.bench import scanscale
 
         return scanscale.main(args.scan_pods, args.scan_policies, args.scan_changes, args.seconds or 30.0, args.output)
+    if args.cue:
+        from kinitiras_py.bench import cuerules
+
+        return cuerules.main(args.requests, args.output)
     if args.scale or args.memory:
         from kinitiras_py.bench import memory, scale
 

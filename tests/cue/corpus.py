@@ -27,6 +27,10 @@ class Case:
     objects: tuple[Obj, ...]
     old: Obj | None = None
     """The oldObject of an UPDATE (validate only); None means CREATE."""
+    template: bool = False
+    """Run under kinitiras' template contract: the one input is ``data`` (the program as a template renders it)."""
+    params: Obj | None = None
+    """``data.extraParams`` of a template program: the values of its references."""
 
 
 POD = {"apiVersion": "v1", "kind": "Pod",
@@ -163,6 +167,8 @@ validate: {
     Case("compare-null", "validate", _OBJ + 'validate: {valid: object.metadata.labels != null}', (POD, ODD)),
     Case("compare-null-value", "validate", _OBJ + 'validate: {valid: object.metadata.labels.app == "web" '
          '&& object.metadata.labels.app != 1}', (POD, NULLS)),
+    Case("compare-order-bool-null", "validate", _OBJ + 'validate: {valid: object.spec.replicas <= true || '
+         'object.spec.replicas > null}', (POD, BARE)),
     Case("compare-lists", "validate", _OBJ + 'validate: {valid: [1, 2] == [1, 2]}', (POD,)),
     Case("regex", "validate", _OBJ + 'validate: {valid: object.spec.containers[0].image =~ "^nginx:", '
          'reason: "only nginx"}', (POD, BARE)),

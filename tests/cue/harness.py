@@ -34,7 +34,12 @@ def oracle_missing() -> str | None:
 
 
 def inputs(case: Case, obj: dict[str, Any]) -> dict[str, Any]:
-    """The CUE inputs of kinitiras' contract: object, plus oldObject on a validate UPDATE."""
+    """The CUE inputs of kinitiras' contract: object, plus oldObject on a validate UPDATE; for a
+    template, ``data`` with the object, the old one (``{}`` for an override, ``null`` for a
+    validation on CREATE) and the references' values."""
+    if case.template:
+        old = case.old if case.old is not None else {} if case.kind == "override" else None
+        return {"data": {"object": obj, "oldObject": old, "extraParams": case.params or {}}}
     given = {"object": obj}
     if case.kind == "validate" and case.old is not None:
         given["oldObject"] = case.old
@@ -67,8 +72,12 @@ def cue_class(stderr: str) -> frozenset[str]:
 
 def ours(case: Case, obj: dict[str, Any]) -> Any:
     """The compiled program's result on ``obj``."""
-    program = cel.compile_program(compile_cue(case.program, case.kind))
-    variables = {**inputs(case, obj), "request": {"operation": "UPDATE" if case.old is not None else "CREATE"}}
+    program = cel.compile_program(compile_cue(case.program, case.kind, case.template))
+    given = inputs(case, obj)
+    if case.template:
+        data = given.pop("data")
+        given = {"object": data["object"], "oldObject": data["oldObject"], "params": data["extraParams"]}
+    variables = {**given, "request": {"operation": "UPDATE" if case.old is not None else "CREATE"}}
     try:
         return decoded(case, evaluate(program, variables))
     except KinitirasError as e:
@@ -78,7 +87,7 @@ def ours(case: Case, obj: dict[str, Any]) -> Any:
 
 def real(runs: list[tuple[Case, dict[str, Any]]]) -> list[tuple[Any, str]]:
     """Real CUE's result (and its error text) for each run, all in one Node process."""
-    request = [{"program": case.program, "inputs": inputs(case, obj),
+    request = [{"program": case.program, "inputs": {k: json.dumps(v) for k, v in inputs(case, obj).items()},
                 "output": "patches" if case.kind == "override" else "validate"} for case, obj in runs]
     done = subprocess.run(["node", str(ORACLE)], input=json.dumps(request), capture_output=True, text=True,
                           timeout=600, check=True)

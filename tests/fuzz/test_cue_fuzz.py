@@ -25,8 +25,9 @@ from kinitiras_py.engine.policies.compiling import compile_policy
 from tests.cue import harness
 from tests.cue.corpus import CASES as BASE_CASES
 from tests.cue.corpus_packages import PACKAGE_CASES
+from tests.cue.corpus_templates import TEMPLATE_CASES
 
-CASES = BASE_CASES + PACKAGE_CASES
+CASES = BASE_CASES + PACKAGE_CASES + TEMPLATE_CASES
 
 LONG = os.environ.get("KINITIRAS_FUZZ") == "long"
 PROGRAMS = [case.program for case in CASES]
@@ -117,7 +118,8 @@ TYPED = {
     "bool": ["true", "false", "(object.metadata.labels != _|_)", "(object.metadata.labels.app == _|_)",
              "(object.spec.containers[1] != _|_)"],
 }
-PATTERNS = ['"^w"', '"[0-9]"', '"-"']
+PATTERNS = ['"^w"', '"[0-9]"', '"-"', '"[a-z]+"', '"x*"']
+NUMBERS = ["2.5", "-2.5", "0.5", "-1.5", "3.0", "1e3"]
 ODDS = ["null", "2.5", '[1, "x"]', "{a: 1}", "object.metadata.missing", "object.metadata"]
 
 
@@ -128,6 +130,8 @@ def expression(rng: random.Random, depth: int, kind: str) -> str:
         return rng.choice(ODDS + [v for k in TYPED.values() for v in k])
     if depth == 0 or rng.random() < 0.3:
         return rng.choice(TYPED[kind])
+    if rng.random() < 0.35:
+        return _call(rng, depth, kind)
     if kind == "int":
         return f"({expression(rng, depth - 1, 'int')} {rng.choice('+-*')} {expression(rng, depth - 1, 'int')})"
     if kind == "str":
@@ -147,9 +151,36 @@ def expression(rng: random.Random, depth: int, kind: str) -> str:
     return f"({expression(rng, depth - 1, 'bool')} {rng.choice(['&&', '||'])} {expression(rng, depth - 1, 'bool')})"
 
 
+def _call(rng: random.Random, depth: int, kind: str) -> str:
+    """A call of one of the package functions giving ``kind`` (math, strconv.Quote, regexp.Find/FindAll,
+    list.Sort/SortStrings/FlattenN), its arguments drawn like any expression."""
+    def sub(k: str) -> str:
+        return expression(rng, depth - 1, k)
+
+    pattern, order = rng.choice(PATTERNS), rng.choice(["Ascending", "Descending"])
+    if kind == "int":
+        number = rng.choice([sub("int"), rng.choice(NUMBERS)])
+        return rng.choice([f"math.{rng.choice(['Floor', 'Ceil', 'Round', 'Trunc', 'Abs'])}({number})",
+                           f"len(regexp.FindAll({pattern}, {sub('str')}, {rng.choice(['-1', '1', '2', '0'])}))",
+                           f"list.Sort([{sub('int')}, {sub('int')}, 1], list.{order})"
+                           f"[{rng.choice(['0', '2'])}]"])
+    if kind == "str":
+        # Functions that read every element: `len` and an index read none or one, so CUE counts or
+        # picks past a missing element where the compiled program fails (docs/cue.md).
+        flatten = f"list.FlattenN([{sub('str')}, [[{sub('str')}], []]], {rng.choice(['-1', '2', '1'])})"
+        return rng.choice([f"strconv.Quote({sub('str')})", f"regexp.Find({pattern}, {sub('str')})",
+                           f'strings.Join({flatten}, "/")',
+                           f'strings.Join(list.Sort([{sub("str")}, {sub("str")}], list.{order}), ",")',
+                           f'strings.Join(list.SortStrings([{sub("str")}, "m"]), "-")'])
+    return f"(math.Abs({sub('int')}) {rng.choice(['<', '>='])} {rng.choice(NUMBERS)})"
+
+
+IMPORTS = 'import (\n    "strings"\n    "strconv"\n    "regexp"\n    "list"\n    "math"\n)\n'
+
+
 def generated(rng: random.Random) -> str:
     kind = rng.choice(list(TYPED))
-    return (f"object: _\n_h: {expression(rng, 2, kind)}\npatches: [\n"
+    return (IMPORTS + f"object: _\n_h: {expression(rng, 2, kind)}\npatches: [\n"
             f"    if {expression(rng, 2, 'bool')} {{op: \"add\", path: \"/x\", value: _h}},\n"
             f"    {{op: \"add\", path: \"/y\", value: [_h, {expression(rng, 3, rng.choice(list(TYPED)))}]}},\n]")
 

@@ -24,6 +24,9 @@ from kinitiras_py.engine.rendering.environment import cel_string
 
 INPUTS = ("object", "oldObject", "data")
 OUTPUTS = {"override": "patches", "validate": "validate"}
+DATA = "{'object': object, 'oldObject': oldObject, 'extraParams': params}"
+"""``data`` in kinitiras' template contract: the object, the old object (``{}`` or ``null`` when
+there is none) and the values of the template's references (``params``)."""
 
 
 def err(kind: str, message: str) -> str:
@@ -53,10 +56,12 @@ class _Ctx:
 class Compiler:
     """One program; :meth:`compile` gives its CEL source."""
 
-    def __init__(self, text: str, kind: str, expression: Callable[[Compiler, s.Node, _Ctx], str]) -> None:
+    def __init__(self, text: str, kind: str, expression: Callable[[Compiler, s.Node, _Ctx], str],
+                 template: bool = False) -> None:
         self.kind = kind
         self.expression = expression
         """The compiler of one expression (:func:`.operators.expr`, which calls back into this one)."""
+        self.template = template
         self.output = OUTPUTS[kind]
         self.tree = syntax.parse(text)
         self.helpers: dict[str, _Helper] = {}
@@ -80,11 +85,16 @@ class Compiler:
                 raise Unsupported(decl.pos, f"`{name}` is declared twice; unifying declarations is not supported")
             attrs = decl.attrs if isinstance(decl, s.Field) else ()
             if isinstance(decl, s.Field) and decl.label in INPUTS:
-                if not isinstance(decl.value, s.Top):
-                    raise Unsupported(decl.value.pos, f"the input `{decl.label}` may only be declared as `_`")
                 if any(a != f"@tag({decl.label})" for a in attrs):
                     raise Unsupported(decl.pos, f"attribute {attrs[0]} is not supported (only @tag({decl.label}))")
-                self.inputs.add(decl.label)
+                if isinstance(decl.value, s.Top):
+                    self.inputs.add(decl.label)
+                    continue
+                if not _data_path(decl.value):
+                    raise Unsupported(decl.value.pos, f"the input `{decl.label}` may only be declared as `_` "
+                                                      "or as a path below `data` (`object: data.object`)")
+                # `object: data.object`, as kinitiras' templates render: a path read where used.
+                self.helpers[name] = _Helper(decl, self.fresh("h_"))
                 continue
             if attrs:
                 raise Unsupported(decl.pos, f"attribute {attrs[0]} is not supported on `{name}`")
@@ -138,9 +148,15 @@ class Compiler:
 
     def _input(self, node: s.Ref) -> str:
         name = node.name
+        declared = name in self.inputs
+        if self.template:
+            if name == "data":
+                return DATA
+            if declared:
+                return err("incomplete", f"{name} is not set")
+            raise Unsupported(node.pos, f"reference `{name}` not found")
         if name == "object":
             return "object"
-        declared = name in self.inputs
         if name == "oldObject" and self.kind == "validate":
             return f"(request.operation == 'UPDATE' ? oldObject : {err('incomplete', 'oldObject is not set')})"
         if declared:
@@ -182,24 +198,26 @@ class Compiler:
         elif node.name in self.helpers and node.name not in ctx.shadow:
             self.used.add(node.name)
             return self._chain_defined(self.helpers[node.name].decl.value, steps, ctx)
-        elif node.name == "object":
+        elif self.template and node.name == "data":
+            root_ok, root = "true", DATA
+        elif node.name == "object" and not self.template:
             root_ok, root = "true", "object"
-        elif node.name == "oldObject" and self.kind == "validate":
+        elif node.name == "oldObject" and self.kind == "validate" and not self.template:
             root_ok, root = "request.operation == 'UPDATE'", "oldObject"
         else:
             self._input(node)
             root_ok, root = "false", "null"
-        test = "true"
-        for i, step in reversed(list(enumerate(reversed(steps)))):
-            var = f"cue_d{i}"
-            if isinstance(step, str):
-                test = f"(type({var}) == map && {cel_string(step)} in {var} && cel.bind(cue_d{i + 1}, " \
-                       f"{var}[{cel_string(step)}], {test}))"
-            else:
-                assert isinstance(step, int)
-                test = f"(type({var}) == list && {step} >= 0 && {step} < size({var}) && " \
-                       f"cel.bind(cue_d{i + 1}, {var}[{step}], {test}))"
-        return f"({root_ok} && cel.bind(cue_d0, dyn({root}), {test}))"
+        # One flat conjunction (CEL's parser refuses deep nesting): each step is read only after the
+        # tests before it hold, and a false test decides `&&` whatever the rest would give.
+        terms, value = [], "cue_d0"
+        for step in reversed(steps):
+            key = cel_string(step) if isinstance(step, str) else str(step)
+            terms.append(f"type({value}) == map && {key} in {value}" if isinstance(step, str) else
+                         f"type({value}) == list && {key} >= 0 && {key} < size({value})")
+            value = f"{value}[{key}]"
+        test = " && ".join(terms) or "true"
+        walk = f"cel.bind(cue_d0, dyn({root}), {test})"
+        return f"({walk})" if root_ok == "true" else f"({root_ok} && {walk})"
 
     def _chain_defined(self, value: s.Node, steps: list[object], ctx: _Ctx) -> str:
         if not _chain_helper(self, value):
@@ -236,6 +254,15 @@ def _constant(node: s.Node) -> bool:
 def _shallow_path(node: s.Node) -> bool:
     """``object.kind``: one step below an input, which CUE can only find missing (an input is a struct)."""
     return isinstance(node, s.Sel) and isinstance(node.base, s.Ref) and node.base.name in INPUTS
+
+
+def _data_path(node: s.Node) -> bool:
+    """``data.object``, ``data.extraParams."otherObject"``: constant selectors below ``data``."""
+    if not isinstance(node, s.Sel):
+        return False
+    while isinstance(node, s.Sel):
+        node = node.base
+    return isinstance(node, s.Ref) and node.name == "data"
 
 
 def _chain_helper(compiler: Compiler, node: s.Node, seen: frozenset[str] = frozenset()) -> bool:

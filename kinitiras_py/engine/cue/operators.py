@@ -8,6 +8,8 @@ give a rounded result (comparisons of floats are exact in both).
 
 from __future__ import annotations
 
+import re
+
 from kinitiras_py.engine.cue import packages
 from kinitiras_py.engine.cue import tree as s
 from kinitiras_py.engine.cue.compiler import Compiler, _Ctx, err
@@ -15,6 +17,11 @@ from kinitiras_py.engine.cue.tree import Unsupported
 from kinitiras_py.engine.rendering.environment import cel_literal, cel_string
 
 _NUM = "(type({0}) == int || type({0}) == double)"
+_ATOM = r"""(?:[A-Za-z_][A-Za-z0-9_]*|-?[0-9]+(?:\.[0-9]+)?(?:e[+-]?[0-9]+)?|'[^'\\]*'|"[^"\\]*")"""
+_SIMPLE = re.compile(rf"""(?:dyn\({_ATOM}\)|{_ATOM})(?:\[(?:-?[0-9]+|'[^'\\]*'|"[^"\\]*")\])*""")
+"""CEL that reads a variable, a constant or a path of constant steps from one: cheap to repeat."""
+_FAILS = re.compile(r"dyn\(\{\}\)\[(?:'[^'\\]*'|\"[^\"\\]*\")\]")
+"""CEL that always fails (:func:`.compiler.err`): reading below it, or looping over it, fails alike."""
 _MAX_DUPLICATES = 4
 
 
@@ -23,7 +30,7 @@ def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
     if isinstance(node, s.Lit):
         return cel_literal(node.value)
     if isinstance(node, s.Interp):
-        return "(" + " + ".join(cel_string(p) if isinstance(p, str) else _text(c, expr(c, p, ctx))
+        return "(" + " + ".join(cel_string(p) if isinstance(p, str) else _interpolated(c, p, ctx)
                                 for p in node.parts) + ")"
     if isinstance(node, s.Top):
         return err("incomplete", "incomplete value _")
@@ -32,7 +39,9 @@ def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
     if isinstance(node, s.Ref):
         return c.ref(node, ctx)
     if isinstance(node, s.Sel):
-        return f"dyn({expr(c, node.base, ctx)})[{cel_string(node.name)}]"
+        base = expr(c, node.base, ctx)
+        # An unset input stays one failure however deep it is read (and costs nothing to estimate).
+        return base if _FAILS.fullmatch(base) else f"{_dyn(node.base, base)}[{cel_string(node.name)}]"
     if isinstance(node, s.Index):
         return _index(c, node, ctx)
     if isinstance(node, s.Unary):
@@ -50,14 +59,34 @@ def expr(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
     raise Unsupported(node.pos, f"{type(node).__name__} is not supported")
 
 
+def _dyn(node: s.Node, source: str) -> str:
+    """``source`` as ``dyn``: a selection already is one (and a chain of ``dyn()`` would nest past
+    what CEL's parser accepts on long paths)."""
+    return source if isinstance(node, s.Sel | s.Index) else f"dyn({source})"
+
+
 def _bind2(c: Compiler, left: str, right: str, body: str) -> str:
     """``body`` with ``{l}`` and ``{r}`` standing for the bound operands. Both are evaluated first:
     CEL's ``&&`` would otherwise absorb a failing operand's error in the kind checks, and the program
     would fail as a mismatch where CUE reports the operand's own (e.g. incomplete) error."""
-    lv, rv = c.fresh("l"), c.fresh("r")
-    body = body.replace("{l}", lv).replace("{r}", rv)
-    return f"cel.bind({lv}, dyn({left}), cel.bind({rv}, dyn({right}), size([{lv}, {rv}]) == 2 ? ({body}) : " \
-           f"{err('invalid', '')}))"
+    lv = left if _SIMPLE.fullmatch(left) else c.fresh("l")
+    rv = right if _SIMPLE.fullmatch(right) else c.fresh("r")
+    body = body.replace("{l}", f"dyn({lv})" if lv == left else lv).replace("{r}", f"dyn({rv})" if rv == right else rv)
+    result = f"(size([{lv}, {rv}]) == 2 ? ({body}) : {err('invalid', '')})"
+    # A variable, a constant or a path from a variable is read where used (binding it would nest the
+    # program deeper, and CEL's parser takes 32 levels); anything else is bound once.
+    if rv != right:
+        result = f"cel.bind({rv}, dyn({right}), {result})"
+    if lv != left:
+        result = f"cel.bind({lv}, dyn({left}), {result})"
+    return result
+
+
+def _interpolated(c: Compiler, node: s.Node, ctx: _Ctx) -> str:
+    source = expr(c, node, ctx)
+    if isinstance(node, s.Ref) and node.name in ctx.env and source.startswith("cue_idx"):
+        return f"string({source})"  # a for clause's index: an int
+    return _text(c, source)
 
 
 def _text(c: Compiler, source: str) -> str:
@@ -68,6 +97,21 @@ def _text(c: Compiler, source: str) -> str:
             f"{err('invalid', 'interpolation of a value that is not a string, a number or a bool')})")
 
 
+_BOOLEAN = frozenset(("==", "!=", "<", "<=", ">", ">=", "=~", "!~", "&&", "||"))
+
+
+def _boolean(node: s.Node) -> bool:
+    """Whether ``node`` compiles to CEL that gives a bool or fails (never another kind)."""
+    return (isinstance(node, s.Binary) and node.op in _BOOLEAN) or (isinstance(node, s.Unary) and node.op == "!") \
+        or (isinstance(node, s.Lit) and isinstance(node.value, bool))
+
+
+def condition(c: Compiler, node: s.Node, ctx: _Ctx, what: str) -> str:
+    """``node`` as a truth value: checked to be a bool unless it can be nothing else."""
+    source = expr(c, node, ctx)
+    return source if _boolean(node) else strict_bool(c, source, what)
+
+
 def strict_bool(c: Compiler, source: str, what: str) -> str:
     """``source`` when it is a bool, else a failure (CUE never reads another kind as a truth value)."""
     v = c.fresh("b")
@@ -75,9 +119,10 @@ def strict_bool(c: Compiler, source: str, what: str) -> str:
 
 
 def _index(c: Compiler, node: s.Index, ctx: _Ctx) -> str:
-    base = f"dyn({expr(c, node.base, ctx)})"
+    base = expr(c, node.base, ctx)
     if isinstance(node.index, s.Lit) and type(node.index.value) in (int, str):
-        return f"{base}[{cel_literal(node.index.value)}]"
+        return base if _FAILS.fullmatch(base) else f"{_dyn(node.base, base)}[{cel_literal(node.index.value)}]"
+    base = f"dyn({base})"
     v = c.fresh("i")
     return (f"cel.bind({v}, dyn({expr(c, node.index, ctx)}), type({v}) == int || type({v}) == string ? "
             f"{base}[{v}] : {err('invalid', 'an index must be an int or a string')})")
@@ -85,7 +130,7 @@ def _index(c: Compiler, node: s.Index, ctx: _Ctx) -> str:
 
 def _unary(c: Compiler, node: s.Unary, ctx: _Ctx) -> str:
     if node.op == "!":
-        return f"!{strict_bool(c, expr(c, node.operand, ctx), 'the operand of !')}"
+        return f"!({condition(c, node.operand, ctx, 'the operand of !')})"
     if node.op == "-":
         if isinstance(node.operand, s.Lit) and type(node.operand.value) in (int, float):
             return f"({cel_literal(-node.operand.value)})"  # type: ignore[operator]
@@ -148,9 +193,11 @@ def _against_literal(c: Compiler, op: str, left: str, value: object, mismatch: s
     (and the cost estimate sees a comparison with a constant)."""
     v = c.fresh("l")
     lit = cel_literal(value)
+    # CEL binds lazily: the operand is read first so that its own failure (a missing field) wins.
+    fails = f"cel.bind({v}, dyn({left}), size([{v}]) == 1 ? {mismatch} : {mismatch})"
     if value is None:
         if op not in ("==", "!="):
-            return f"cel.bind({v}, dyn({left}), {mismatch})"
+            return fails
         return f"cel.bind({v}, dyn({left}), {v} {op} null)"
     if isinstance(value, bool):
         kind = f"type({v}) == bool"
@@ -162,7 +209,7 @@ def _against_literal(c: Compiler, op: str, left: str, value: object, mismatch: s
         absent = "false" if op == "==" else "true"
         return f"cel.bind({v}, dyn({left}), {kind} ? {v} {op} {lit} : type({v}) == null_type ? {absent} : {mismatch})"
     if isinstance(value, bool):
-        return f"cel.bind({v}, dyn({left}), {mismatch})"
+        return fails
     return f"cel.bind({v}, dyn({left}), {kind} ? {v} {op} {lit} : {mismatch})"
 
 
@@ -171,6 +218,8 @@ FUNCTIONS = ("len", *packages.FUNCTIONS)
 
 def _call(c: Compiler, node: s.Call, ctx: _Ctx) -> str:
     package = node.name.split(".")[0] if "." in node.name else None
+    if node.name in packages.REFUSED:
+        raise Unsupported(node.pos, f"`{node.name}` is not supported: it {packages.REFUSED[node.name]}")
     if node.name not in FUNCTIONS or (package and (package not in c.tree.imports or package in c.helpers
                                                    or package in ctx.env)):
         raise Unsupported(node.pos, f"call of `{node.name}` is not supported (only {', '.join(FUNCTIONS)}, "
@@ -204,7 +253,7 @@ def _guarded(c: Compiler, clauses: tuple[s.Clause, ...], guard: str | None, bind
         if clause.kind != "if":
             raise Unsupported(clause.pos, "`for` inside a struct (dynamic field names) is not supported")
         var = c.fresh("g")
-        cond = strict_bool(c, expr(c, clause.source, ctx), "an if condition")
+        cond = condition(c, clause.source, ctx, "an if condition")
         binds.append((var, cond if guard is None else f"({guard} ? {cond} : false)"))
         guard = var
     assert guard is not None
@@ -300,7 +349,7 @@ def _clauses(c: Compiler, clauses: tuple[s.Clause, ...], body: s.Struct, ctx: _C
     clause, rest = clauses[0], clauses[1:]
     deeper = _Ctx(dict(ctx.env), True, ctx.shadow)
     if clause.kind == "if":
-        cond = strict_bool(c, expr(c, clause.source, ctx), "an if condition")
+        cond = condition(c, clause.source, ctx, "an if condition")
         return f"({cond} ? {_clauses(c, rest, body, deeper)} : [])"
     src, idx = c.fresh("src"), c.fresh("idx")
     assert clause.value is not None
@@ -320,16 +369,19 @@ def _clauses(c: Compiler, clauses: tuple[s.Clause, ...], body: s.Struct, ctx: _C
     if len(conds) == len(rest):
         guard = ""
         for cl in reversed(conds):
-            test = strict_bool(c, expr(c, cl.source, deeper), "an if condition")
+            test = condition(c, cl.source, deeper, "an if condition")
             guard = test if not guard else f"({test} ? {guard} : false)"
         loop = f"{items}.filter({var}, {bound(guard)})" if guard else items
         loop += f".map({var}, {bound(_element(c, body, deeper))})"
     else:
         loop = f"{items}.map({var}, {bound(_clauses(c, rest, body, deeper))}).flatten()"
+    source = expr(c, clause.source, ctx)
+    if _FAILS.fullmatch(source):
+        return source
     if isinstance(clause.source, s.ListLit):
         # A literal list: its length is known, to CEL's cost estimate too.
-        return f"cel.bind({src}, {expr(c, clause.source, ctx)}, {loop})"
-    return (f"cel.bind({src}, dyn({expr(c, clause.source, ctx)}), type({src}) == list ? {loop} : "
+        return f"cel.bind({src}, {source}, {loop})"
+    return (f"cel.bind({src}, dyn({source}), type({src}) == list ? {loop} : "
             f"type({src}) == map ? {err('unsupported', 'for over a struct')} : "
             f"{err('invalid', 'for over a value that is neither a list nor a struct')})")
 

@@ -52,7 +52,7 @@ _TOKEN = re.compile(r"""
   | (?P<op>==|!=|=~|!~|<=|>=|&&|\|\||\.\.\.|[{}\[\]():,.<>+\-*/!|&=?])
 """, re.VERBOSE)
 
-IMPORTS = frozenset({"strings", "strconv", "regexp", "list"})
+IMPORTS = frozenset({"strings", "strconv", "regexp", "list", "math"})
 """The packages a program may import (only some of their functions: :mod:`.operators`)."""
 _MAX_DEPTH = 40
 """Deepest nesting of expressions (and of interpolations, counted the same) read: deeper is refused."""

