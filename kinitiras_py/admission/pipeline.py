@@ -94,6 +94,8 @@ class Pipeline:
     egress: Egress = field(default_factory=Egress)
     """The operator's setting for http references, which ``http`` enforces on every request; policies
     are checked against it when they are admitted."""
+    mutations: mutationmemo.Mutations = field(default_factory=mutationmemo.Mutations)
+    """The memory of mutations (its owner's: :class:`~.engine.Engine`)."""
 
     async def _params(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj
                       ) -> tuple[dict[tuple[str, int], dict[str, JSON]], dict[tuple[str, int], str]]:
@@ -198,7 +200,7 @@ class Pipeline:
         # A later tier's object was changed: the request's fingerprint and size are not its own.
         received = obj is request.object
         fingerprint = request.fingerprint if received else None
-        found = mutationmemo.MUTATIONS.matches(
+        found = self.mutations.matches(
             generation, fingerprint, lambda: list(self.overrides.matching(obj, request.operation, request.namespace)))
         matches = found if tier is None else [m for m in found if m[0].tier == tier]
         if not matches:
@@ -222,18 +224,18 @@ class Pipeline:
             errors.update(missing)
         started = time.perf_counter()
         memo = mutationmemo.key(fingerprint, generation, matches, features, variables["namespaceObject"], params,
-                                errors, programs)
+                                errors, programs) if self.mutations.enabled else None
         # The outcome depends on the request and the index alone: nothing looked up, no script.
         alone = not (errors or params or shared or programs or features & (selection.NAMESPACE | selection.JAVASCRIPT))
         if memo is not None:
-            recalled = mutationmemo.MUTATIONS.recall(memo, time.perf_counter() - started)
+            recalled = self.mutations.recall(memo, time.perf_counter() - started)
             if recalled is not None:
                 recalled.stamp = generation if alone else None
                 return recalled
         mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
                                          request, received, until)
         if memo is not None:
-            mutationmemo.MUTATIONS.remember(memo, mutation)
+            self.mutations.remember(memo, mutation)
         if alone and mutation.complete:
             mutation.stamp = generation
         return mutation

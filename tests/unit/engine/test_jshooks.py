@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.convert import registry
@@ -19,9 +19,7 @@ from kinitiras_py.engine import jshooks, overriding, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.compiling import compile_policy
 from kinitiras_py.engine.evaluation import jsruntime
-from kinitiras_py.engine.selection import PolicyIndex
 from kinitiras_py.offline.static import StaticStore
-from kinitiras_py.webhook import answers
 from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.metrics import Metrics
 from tests.functional.test_webhook import api_review
@@ -189,7 +187,7 @@ def test_a_mutation_that_reads_the_state_is_never_answered_from_memory() -> None
     compiled = policy(LEDGER, "ClusterOverridePolicy")
     hooks = hooks_of(compiled)
     hooks.start([pod("a")]).result()
-    handlers = Handlers(Pipeline(PolicyIndex([compiled]), PolicyIndex(), StaticStore()), Metrics())
+    handlers = Handlers(Engine([compiled], store=StaticStore()), Metrics())
 
     def labels(uid: str) -> Any:
         out, _ = asyncio.run(handlers.answer("mutate", api_review("CREATE", pod("new"), uid)))
@@ -199,7 +197,7 @@ def test_a_mutation_that_reads_the_state_is_never_answered_from_memory() -> None
     hooks.created(pod("b"))
     state(compiled)
     assert labels("u-2") != first  # the same request: the state changed in between
-    assert answers.ANSWERS.hits == 0
+    assert handlers.engine.answers.hits == 0
 
 
 # -- the marker -------------------------------------------------------------------------------------
