@@ -92,6 +92,9 @@ class Engine:
         self._pipeline = Pipeline(self.overrides, self.validations, store if store is not None else _NoObjects(),
                                   http, lookup_timeout, self.egress, self.mutations)
         self._loop: asyncio.AbstractEventLoop | None = None
+        """The event loop the engine last ran on, where sync calls from other threads run."""
+        self._private: asyncio.AbstractEventLoop | None = None
+        """The loop a sync call made for itself while it runs (never :attr:`_loop`: it ends with the call)."""
         self._sync_lock = threading.Lock()
         self.add(*policies)
 
@@ -156,22 +159,27 @@ class Engine:
 
     # Requests
 
+    def _note_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._private:
+            self._loop = loop
+
     async def mutate(self, request: Request) -> Mutation:
         """What the override policies do to ``request``'s object (the /mutate webhook's question)."""
-        self._loop = asyncio.get_running_loop()
+        self._note_loop()
         with celmemo.using(self.cel_results):
             return await self._pipeline.mutate(request)
 
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
         """What the validate policies say of ``obj`` (default: ``request``'s object; the /validate
         webhook's question)."""
-        self._loop = asyncio.get_running_loop()
+        self._note_loop()
         with celmemo.using(self.cel_results):
             return await self._pipeline.validate(request, obj)
 
     async def admit(self, request: Request) -> Decision:
         """Mutation, then validation of the mutated object, as the API server runs the two webhooks."""
-        self._loop = asyncio.get_running_loop()
+        self._note_loop()
         with celmemo.using(self.cel_results):
             return await self._pipeline.admit(request)
 
@@ -238,8 +246,12 @@ class Engine:
         home = self._loop
         if home is not None and home.is_running():
             return asyncio.run_coroutine_threadsafe(make(), home).result()
-        with self._sync_lock:  # the caches are used from one event loop at a time
-            return asyncio.run(make())
+        with self._sync_lock, asyncio.Runner() as runner:  # the caches are used from one loop at a time
+            self._private = runner.get_loop()
+            try:
+                return runner.run(make())
+            finally:
+                self._private = None
 
 
 def _filled(obj: Obj, namespace: str) -> Obj:
