@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kinitiras_py.admission import mutationmemo, sidecars
+from kinitiras_py.admission.readrecord import ReadRecord
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine import conditions, jsrules, overriding, selection, validating
 from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.evaluation.cel import Program, runs_long
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.results import Mutation, RuleCheck, Verdict
@@ -212,8 +214,9 @@ class Pipeline:
         if features & selection.CONDITIONS:
             matches, failed, shared = await self._conditioned(matches, variables)
             if not matches:
-                alone = not (failed or shared or features & selection.NAMESPACE)
-                return Mutation(object=obj, stamp=generation if alone else None)
+                record = ReadRecord(generation, features, variables["namespaceObject"], policy_references=shared,
+                                    failures=failed)
+                return Mutation(object=obj, stamp=generation if record.alone else None)
         params, errors = await self._params(matches, obj)
         if shared:
             params = self._merged(params, shared, matches)
@@ -223,20 +226,24 @@ class Pipeline:
             programs, missing = await sidecars.programs(matches, obj, self.store, self.lookup_timeout)
             errors.update(missing)
         started = time.perf_counter()
-        memo = mutationmemo.key(fingerprint, generation, matches, features, variables["namespaceObject"], params,
-                                errors, programs) if self.mutations.enabled else None
-        # The outcome depends on the request and the index alone: nothing looked up, no script.
-        alone = not (errors or params or shared or programs or features & (selection.NAMESPACE | selection.JAVASCRIPT))
+        record = ReadRecord(generation, features, variables["namespaceObject"], params, shared, programs, errors,
+                            javascript=bool(features & selection.JAVASCRIPT))
+        memo = record.key(fingerprint, matches) if self.mutations.enabled else None
         if memo is not None:
             recalled = self.mutations.recall(memo, time.perf_counter() - started)
             if recalled is not None:
-                recalled.stamp = generation if alone else None
+                recalled.stamp = generation if record.alone else None
                 return recalled
-        mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
-                                         request, received, until)
+        if record.cacheable:
+            mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
+                                             request, received, until)
+        else:
+            with celmemo.using(None):  # fail closed: an input the record cannot describe
+                mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
+                                                 request, received, until)
         if memo is not None:
             self.mutations.remember(memo, mutation)
-        if alone and mutation.complete:
+        if record.alone and mutation.complete:
             mutation.stamp = generation
         return mutation
 

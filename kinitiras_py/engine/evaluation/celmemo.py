@@ -92,9 +92,9 @@ _ACTIVE: contextvars.ContextVar[Results | None] = contextvars.ContextVar("cel_re
 
 
 @contextlib.contextmanager
-def using(results: Results) -> Iterator[None]:
+def using(results: Results | None) -> Iterator[None]:
     """Programs evaluated inside this block (and in threads started from it with the context
-    copied) look results up in ``results`` and keep theirs there."""
+    copied) look results up in ``results`` and keep theirs there (None: nowhere)."""
     token = _ACTIVE.set(results)
     try:
         yield
