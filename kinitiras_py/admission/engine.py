@@ -108,32 +108,37 @@ class Engine:
             return policy
         return policies.compile_checked(policy, self.egress)
 
-    def _compile_all(self, given: Iterable[Obj | CompiledPolicy]) -> list[CompiledPolicy]:
+    def compile_all(self, given: Iterable[Obj | CompiledPolicy]) -> tuple[list[CompiledPolicy], list[PolicyErrors]]:
+        """Each of ``given`` compiled (:meth:`compile`), in order, and the refusal of each refused one."""
         compiled: list[CompiledPolicy] = []
-        refused: list[PolicyError] = []
+        refused: list[PolicyErrors] = []
         for policy in given:
             try:
                 compiled.append(self.compile(policy))
             except PolicyErrors as e:
                 refused.append(e)
+        return compiled, refused
+
+    def _compiled(self, given: Iterable[Obj | CompiledPolicy]) -> list[CompiledPolicy]:
+        compiled, refused = self.compile_all(given)
         if len(refused) == 1:
             raise refused[0]
         if refused:
-            raise PolicyErrors(refused)  # ``errors`` holds each refused policy's PolicyErrors
+            raise PolicyErrors(list[PolicyError](refused))  # ``errors`` holds each refused policy's PolicyErrors
         return compiled
 
     def add(self, *given: Obj | CompiledPolicy) -> list[CompiledPolicy]:
         """Compile (:meth:`compile`) and put ``given`` in force, each in place of a policy of the same
         kind, namespace and name; the compiled policies, in the order given. If any is refused,
         none is added: PolicyErrors for it, or one whose ``errors`` are each refused policy's."""
-        compiled = self._compile_all(given)
+        compiled = self._compiled(given)
         for policy in compiled:
             self._index(policy).put(policy)
         return compiled
 
     def replace(self, *given: Obj | CompiledPolicy) -> list[CompiledPolicy]:
         """Make ``given`` the engine's only policies (as :meth:`add`; if any is refused, nothing changes)."""
-        compiled = self._compile_all(given)
+        compiled = self._compiled(given)
         for policy in self.policies:
             self._index(policy).remove(policy.kind, policy.namespace, policy.name)
         for policy in compiled:

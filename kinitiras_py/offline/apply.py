@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from kinitiras_py.admission.engine import Engine
 from kinitiras_py.admission.pipeline import Decision, Request, with_namespace
 from kinitiras_py.admission.results import ObjectResult
-from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS, Obj
 from kinitiras_py.engine import jshooks
 from kinitiras_py.engine.compiled import CompiledPolicy
@@ -45,15 +44,9 @@ def build_engine(policies: Sequence[Obj], context: Sequence[Obj] = (), egress: E
     """
     egress = egress if egress is not None else Egress()
     engine = Engine(store=StaticStore(context), http=StaticHttp(context, egress), egress=egress)
-    compiled: list[CompiledPolicy] = []
-    problems: list[str] = []
-    for doc in policies:
-        try:
-            compiled.append(engine.compile(doc))
-        except PolicyErrors as e:
-            problems.append(str(e))
-    if problems:
-        raise InputError("invalid policy:\n  " + "\n  ".join(problems))
+    compiled, refused = engine.compile_all(policies)
+    if refused:
+        raise InputError("invalid policy:\n  " + "\n  ".join(map(str, refused)))
     engine.add(*compiled)
     for one in compiled:
         for warning in getattr(one, "warnings", ()) or ():
