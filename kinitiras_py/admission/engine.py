@@ -34,7 +34,7 @@ from kinitiras_py.admission.pipeline import Decision, Pipeline, Request, with_na
 from kinitiras_py.admission.results import ObjectResult, ResourceRef, override_results, validate_results
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS, Obj
-from kinitiras_py.engine.compiled import CompiledPolicy
+from kinitiras_py.engine.compiled import VALIDATE_KINDS, CompiledPolicy
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import Mutation, Verdict
 from kinitiras_py.engine.selection import PolicyIndex
@@ -148,7 +148,7 @@ class Engine:
     def remove(self, kind: str, name: str, namespace: str | None = None) -> bool:
         """Take the policy of ``kind``, ``name`` (and ``namespace`` for the namespaced kinds) out of
         force; whether there was one."""
-        index = self.validations if kind in ("ClusterValidatePolicy", "ValidatePolicy") else self.overrides
+        index = self.validations if kind in VALIDATE_KINDS else self.overrides
         if index.get(kind, namespace, name) is None:
             return False
         index.remove(kind, namespace, name)
