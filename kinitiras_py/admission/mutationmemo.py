@@ -17,7 +17,8 @@ and the patch are decoded from their JSON only when a caller reads them (the web
 patch's JSON on as it is and never reads the object). Used from the event loop only.
 
 There is no memory of the process: each :class:`kinitiras_py.Engine` owns one and hands it to
-its :class:`~.pipeline.Pipeline`.
+its :class:`~.pipeline.Pipeline`. The pipeline derives an entry's key from the record of what the
+mutation read (:meth:`.readrecord.ReadRecord.key`).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The pipeline fills one :class:`ReadRecord` for each tier of override policies it applies: the
 index generation that found the rules, the Namespace (when a rule may read it), each resolved
 reference with its value (the rule's own and its policy's ``valueRefs``), each sidecar template
-read from a ConfigMap, the lookups that failed and whether JavaScript ran (a script may read the
-clock, randomness and its watch state). Everything the caches decide is derived from it:
+read from a ConfigMap, the lookups that failed and whether JavaScript may run (a script may read
+the clock, randomness and its watch state). Everything the caches decide is derived from it:
 
 * the key of the memory of mutations (:meth:`ReadRecord.key`, :func:`.mutationmemo.key` of its
   fields), so a remembered mutation is recalled only for equal inputs;
@@ -58,7 +58,8 @@ class ReadRecord:
     failures: Mapping[RuleKey, str] = field(default_factory=dict)
     """The lookups (conditions, references, ConfigMaps) that failed: a later request may succeed."""
     javascript: bool = False
-    """Whether a script ran (it may read the clock, randomness or its watch state)."""
+    """Whether a matched rule is a script, so one may run (it may read the clock, randomness or its
+    watch state)."""
     undescribed: list[str] = field(default_factory=list)
     """Inputs the record cannot describe: caching is off for the request."""
 
