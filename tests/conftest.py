@@ -20,28 +20,12 @@ import pytest
 import yaml
 from aiohttp import web
 
-from kinitiras_py.admission import mutationmemo
 from kinitiras_py.certs.tls import ReloadableTLS
 from kinitiras_py.dev import controlplane
 from kinitiras_py.dev.rest import Rest
-from kinitiras_py.engine.evaluation import celmemo
-from kinitiras_py.webhook import answers
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
-
-
-@pytest.fixture(autouse=True)
-def fresh_cel_results() -> Iterator[None]:
-    """Each test starts with an empty CEL result cache, memory of mutations and of answers (on, as
-    served), whatever earlier tests kept."""
-    celmemo.configure(celmemo.DEFAULT_BYTES)
-    mutationmemo.configure(mutationmemo.DEFAULT_BYTES)
-    answers.configure(answers.DEFAULT_BYTES)
-    yield
-    celmemo.configure(celmemo.DEFAULT_BYTES)
-    mutationmemo.configure(mutationmemo.DEFAULT_BYTES)
-    answers.configure(answers.DEFAULT_BYTES)
 
 
 @dataclass(frozen=True)

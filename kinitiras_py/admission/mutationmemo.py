@@ -15,6 +15,10 @@ rule failed (even one skipped under failurePolicy Ignore: a rule stopped by its 
 succeed next time), and inputs without exact JSON. Entries are answered afresh: the final object
 and the patch are decoded from their JSON only when a caller reads them (the webhook hands the
 patch's JSON on as it is and never reads the object). Used from the event loop only.
+
+There is no memory of the process: each :class:`kinitiras_py.Engine` owns one and hands it to
+its :class:`~.pipeline.Pipeline`. The pipeline derives an entry's key from the record of what the
+mutation read (:meth:`.readrecord.ReadRecord.key`).
 """
 
 from __future__ import annotations
@@ -159,22 +163,13 @@ class Mutations(Cache[Key, _Entry | _Selected]):
         self.keep(key, entry, entry.cost)
 
 
-MUTATIONS = Mutations()
-"""The process's memory of mutations, used by the pipeline."""
-
-
-def configure(max_bytes: int) -> None:
-    """Keep at most ``max_bytes`` of mutations (0: none); entries and counters start afresh."""
-    MUTATIONS.configure(max_bytes)
-
-
 def key(fingerprint: bytes | None, generation: int, matches: list[Match], features: int,
         namespace_object: Obj | None, params: Mapping[tuple[str, int], Mapping[str, JSON]],
         errors: Mapping[tuple[str, int], str], programs: Mapping[tuple[str, int], Program]) -> Key | None:
     """The inputs of a mutation as a key that differs whenever they do, or None when it is not to
     be remembered (see the module's docstring). ``generation`` is the policy index's when it
     found ``matches``; the index keeps its policies alive, so within it their ids are theirs."""
-    if fingerprint is None or not MUTATIONS.enabled or errors or features & selection.JAVASCRIPT:
+    if fingerprint is None or errors or features & selection.JAVASCRIPT:
         return None
     # No null where there is nothing: exact_json reads back JSON holding a null to check it.
     # namespaceObject is None unless a rule may read it (features say which).

@@ -9,10 +9,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kinitiras_py.admission import mutationmemo, sidecars
+from kinitiras_py.admission.readrecord import ReadRecord
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
+from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.evaluation.cel import Program, runs_long
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.matching import conditions, selection
+from kinitiras_py.engine.matching import (
+    conditions,
+    selection,  # FIXSPLIT conditions, jsrules, overriding, , validating
+)
 from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.engine.policies.results import Mutation, RuleCheck, Verdict
@@ -96,6 +101,8 @@ class Pipeline:
     egress: Egress = field(default_factory=Egress)
     """The operator's setting for http references, which ``http`` enforces on every request; policies
     are checked against it when they are admitted."""
+    mutations: mutationmemo.Mutations = field(default_factory=mutationmemo.Mutations)
+    """The memory of mutations (its owner's: :class:`~.engine.Engine`)."""
 
     async def _params(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj
                       ) -> tuple[dict[tuple[str, int], dict[str, JSON]], dict[tuple[str, int], str]]:
@@ -200,7 +207,7 @@ class Pipeline:
         # A later tier's object was changed: the request's fingerprint and size are not its own.
         received = obj is request.object
         fingerprint = request.fingerprint if received else None
-        found = mutationmemo.MUTATIONS.matches(
+        found = self.mutations.matches(
             generation, fingerprint, lambda: list(self.overrides.matching(obj, request.operation, request.namespace)))
         matches = found if tier is None else [m for m in found if m[0].tier == tier]
         if not matches:
@@ -212,8 +219,9 @@ class Pipeline:
         if features & selection.CONDITIONS:
             matches, failed, shared = await self._conditioned(matches, variables)
             if not matches:
-                alone = not (failed or shared or features & selection.NAMESPACE)
-                return Mutation(object=obj, stamp=generation if alone else None)
+                record = ReadRecord(generation, features, variables["namespaceObject"], policy_references=shared,
+                                    failures=failed)
+                return Mutation(object=obj, stamp=generation if record.alone else None)
         params, errors = await self._params(matches, obj)
         if shared:
             params = self._merged(params, shared, matches)
@@ -223,20 +231,24 @@ class Pipeline:
             programs, missing = await sidecars.programs(matches, obj, self.store, self.lookup_timeout)
             errors.update(missing)
         started = time.perf_counter()
-        memo = mutationmemo.key(fingerprint, generation, matches, features, variables["namespaceObject"], params,
-                                errors, programs)
-        # The outcome depends on the request and the index alone: nothing looked up, no script.
-        alone = not (errors or params or shared or programs or features & (selection.NAMESPACE | selection.JAVASCRIPT))
+        record = ReadRecord(generation, features, variables["namespaceObject"], params, shared, programs, errors,
+                            javascript=bool(features & selection.JAVASCRIPT))
+        memo = record.key(fingerprint, matches) if self.mutations.enabled else None
         if memo is not None:
-            recalled = mutationmemo.MUTATIONS.recall(memo, time.perf_counter() - started)
+            recalled = self.mutations.recall(memo, time.perf_counter() - started)
             if recalled is not None:
-                recalled.stamp = generation if alone else None
+                recalled.stamp = generation if record.alone else None
                 return recalled
-        mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
-                                         request, received, until)
+        if record.cacheable:
+            mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
+                                             request, received, until)
+        else:
+            with celmemo.using(None):  # fail closed: an input the record cannot describe
+                mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
+                                                 request, received, until)
         if memo is not None:
-            mutationmemo.MUTATIONS.remember(memo, mutation)
-        if alone and mutation.complete:
+            self.mutations.remember(memo, mutation)
+        if record.alone and mutation.complete:
             mutation.stamp = generation
         return mutation
 

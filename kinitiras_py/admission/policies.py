@@ -54,6 +54,16 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
     return ops + compiled.rendered_field_ops(doc)
 
 
+def compile_checked(obj: Obj, egress: Egress, seconds: float = float("inf")) -> CompiledPolicy:
+    """``obj`` compiled and its http references held to the operator's ``egress`` setting, as the
+    webhook checks a policy being admitted; PolicyErrors naming the policy, its rules and fields.
+    Loading its scripts gives up after ``seconds``."""
+    with jsrules.request_deadline(seconds):
+        compiled = compile_policy(obj)
+    httprefs.check(compiled, egress)
+    return compiled
+
+
 def admit_policy(request: Request, egress: Egress, seconds: float = float("inf")) -> PolicyAdmission:
     """Check a policy on CREATE/UPDATE (its http references against the operator's ``egress``
     setting too) and render its templates; other operations pass untouched. Loading its scripts
@@ -62,9 +72,7 @@ def admit_policy(request: Request, egress: Egress, seconds: float = float("inf")
         return PolicyAdmission()
     obj = request.object
     try:
-        with jsrules.request_deadline(seconds):
-            compiled = compile_policy(obj)
-        httprefs.check(compiled, egress)
+        compiled = compile_checked(obj, egress, seconds)
     except PolicyErrors as e:
         return PolicyAdmission(error=str(e))
     return PolicyAdmission(patch=rendered_patch(obj, compiled), warnings=list(compiled_warnings(compiled)),

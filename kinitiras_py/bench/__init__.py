@@ -1,5 +1,5 @@
 """``kinitiras-py bench``: engine time per admission request, against growing policy sets.
 
 ``workload`` builds the policies and the Pod; ``runner`` compiles them and times
-``Pipeline.admit`` request by request; ``report`` prints the tables.
+``Engine.admit`` request by request; ``report`` prints the tables.
 """

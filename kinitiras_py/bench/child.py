@@ -104,19 +104,14 @@ def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu:
 
             app = floor.make_app() if hand is None else handwritten.make_app(hand)
         else:
-            from kinitiras_py.admission import mutationmemo
-            from kinitiras_py.engine.evaluation import celmemo
-            from kinitiras_py.offline.apply import build_pipeline, compile_all
-            from kinitiras_py.webhook import answers
+            from kinitiras_py.admission.engine import Engine
             from kinitiras_py.webhook.app import make_app
             from kinitiras_py.webhook.handlers import Handlers
             from kinitiras_py.webhook.metrics import Metrics
 
-            if not cel_results:
-                celmemo.configure(0)
-                mutationmemo.configure(0)
-                answers.configure(0)
-            app = make_app(Handlers(build_pipeline(compile_all(policies)), Metrics()))
+            engine = Engine(policies) if cel_results else Engine(policies, cel_results_bytes=0,
+                                                                  mutation_results_bytes=0)
+            app = make_app(Handlers(engine, Metrics()))
         context = server_context(Path(cert_dir, "tls.crt"), Path(cert_dir, "tls.key"))
         server = Server(app, "127.0.0.1", 0, context)
         await server.start()

@@ -1,4 +1,4 @@
-"""Compile a policy set once, then time ``Pipeline.admit`` on the same Pod request by request."""
+"""Compile a policy set once into an engine, then time ``Engine.admit`` on the same Pod request by request."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kinitiras_py.admission.pipeline import Pipeline, Request
+from kinitiras_py.admission.engine import Engine
+from kinitiras_py.admission.pipeline import Request
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.matching.selection import PolicyIndex
-from kinitiras_py.offline.apply import build_pipeline, compile_all
 
 
 @dataclass(frozen=True)
@@ -44,19 +44,19 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float:
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
-def prepare(policies: Sequence[Obj]) -> tuple[Pipeline, float]:
-    """The pipeline over ``policies`` and the seconds it took to compile them."""
+def prepare(policies: Sequence[Obj]) -> tuple[Engine, float]:
+    """The engine over ``policies`` and the seconds it took to compile them."""
     start = time.perf_counter()
-    pipeline = build_pipeline(compile_all(policies))
-    return pipeline, time.perf_counter() - start
+    engine = Engine(policies)
+    return engine, time.perf_counter() - start
 
 
-async def _time_requests(pipeline: Pipeline, request: Request, count: int) -> list[float]:
+async def _time_requests(engine: Engine, request: Request, count: int) -> list[float]:
     durations = []
     clock = time.perf_counter
     for _ in range(count):
         start = clock()
-        await pipeline.admit(request)
+        await engine.admit(request)
         durations.append(clock() - start)
     return durations
 
@@ -79,8 +79,8 @@ class Setup:
     update: bool = False
 
 
-def _admitted(pipeline: Pipeline, request: Request) -> tuple[Obj, list[Obj]]:
-    decision = asyncio.run(pipeline.admit(request))
+def _admitted(engine: Engine, request: Request) -> tuple[Obj, list[Obj]]:
+    decision = engine.admit_sync(request)
     if not decision.allowed:
         raise RuntimeError(f"benchmark setup is wrong: the request was denied ({decision.message})")
     return decision.object, decision.patch
@@ -91,20 +91,20 @@ def _matching(request: Request, *indexes: PolicyIndex) -> set[str]:
     return {p.ref for index in indexes for p, _ in index.matching(request.object, request.operation)}
 
 
-def setup_request(pipeline: Pipeline, setup: Setup, pod: Obj) -> Request:
+def setup_request(engine: Engine, setup: Setup, pod: Obj) -> Request:
     """The request to time, checked once: fails loudly unless the policies do what the run says."""
     request = _request(pod)
-    stored, _ = _admitted(pipeline, request)
-    overriding = _matching(request, pipeline.overrides)
+    stored, _ = _admitted(engine, request)
+    overriding = _matching(request, engine.overrides)
     labels = [k for k in stored["metadata"].get("labels", {}) if k.startswith("bench.example.com/")]
     if len(labels) != len(overriding):
         raise RuntimeError(f"benchmark setup is wrong: {len(labels)} of {len(overriding)} override policies applied")
     if setup.update:
         request = Request(operation="UPDATE", object=stored, old_object=stored, namespace=request.namespace,
                           user_info=request.user_info)
-        if _admitted(pipeline, request)[1]:
+        if _admitted(engine, request)[1]:
             raise RuntimeError("benchmark setup is wrong: updating the stored Pod changes it again")
-    matched = _matching(request, pipeline.overrides, pipeline.validations)
+    matched = _matching(request, engine.overrides, engine.validations)
     if len(matched) != setup.matching:
         raise RuntimeError(f"benchmark setup is wrong: {len(matched)} of {setup.matching} policies match the Pod")
     return request
@@ -127,19 +127,19 @@ def run(setups: Sequence[Setup], pod: Obj, requests: int, warmup: int, rounds: i
     """
     prepared = []
     for setup in setups:
-        pipeline, seconds = prepare(setup.policies)
-        prepared.append((pipeline, seconds, setup_request(pipeline, setup, pod)))
+        engine, seconds = prepare(setup.policies)
+        prepared.append((engine, seconds, setup_request(engine, setup, pod)))
 
     async def timed() -> list[list[float]]:
-        for pipeline, _, request in prepared:
-            await _time_requests(pipeline, request, warmup)
+        for engine, _, request in prepared:
+            await _time_requests(engine, request, warmup)
         gc.collect()
         durations: list[list[float]] = [[] for _ in prepared]
         rounds_ = max(1, min(rounds, requests))
         for r in range(rounds_):
             batch = requests // rounds_ + (1 if r < requests % rounds_ else 0)
-            for i, (pipeline, _, request) in enumerate(prepared):
-                durations[i] += await _time_requests(pipeline, request, batch)
+            for i, (engine, _, request) in enumerate(prepared):
+                durations[i] += await _time_requests(engine, request, batch)
         return durations
 
     results = asyncio.run(timed())

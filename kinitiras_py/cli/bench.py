@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``bench`` command."""
     p = sub.add_parser(
         "bench", help="time the engine per admission request for 1, 100, 1000 policies",
-        description="Time Pipeline.admit (selection, references, mutation, validation, patch) on one Pod, "
+        description="Time Engine.admit (selection, references, mutation, validation, patch) on one Pod, "
                     "request after request on one core. Run 1: one policy matches the Pod (resourcesOversell + "
                     "labels) and the rest target other kinds or namespaces, which the policy index skips. "
                     "Run 2: every policy matches, giving the cost per matching policy. Run 3: as run 2, but "
@@ -257,7 +257,7 @@ def _bench(args: argparse.Namespace) -> int:
     table = args.output == "table"
     if table:
         print(f"kinitiras-py {__version__} bench: Python {platform.python_version()} on {platform.machine()}; "
-              f"one request at a time, times per request (Pipeline.admit); batches of the sizes interleaved")
+              f"one request at a time, times per request (Engine.admit); batches of the sizes interleaved")
         print(f"\nrun 1: one matching OverridePolicy (resourcesOversell + labels), the rest for other "
               f"kinds/namespaces; {args.requests} requests after {warmup} warm-up", flush=True)
     index = runner.run([runner.Setup(workload.one_matching(n), 1) for n in args.policies], pod,

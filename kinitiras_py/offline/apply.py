@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from kinitiras_py.admission import httprefs
-from kinitiras_py.admission.pipeline import Decision, Pipeline, Request, with_namespace
-from kinitiras_py.admission.results import ObjectResult, ResourceRef, override_results, validate_results
-from kinitiras_py.base.errors import PolicyErrors
+from kinitiras_py.admission.engine import Engine
+from kinitiras_py.admission.pipeline import Decision, Request, with_namespace
+from kinitiras_py.admission.results import ObjectResult
 from kinitiras_py.base.typedefs import OPERATIONS, Obj
-from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
-from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.engine.running import watchhooks
 from kinitiras_py.offline.loader import InputError
 from kinitiras_py.offline.static import StaticHttp, StaticStore
@@ -36,29 +32,28 @@ class Case:
     """The operator's setting for http references (``--http-allow``, ``--http-namespaced``)."""
 
 
-def compile_all(policies: Sequence[Obj], on_warning: Callable[[str], None] | None = None,
-                egress: Egress | None = None) -> list[CompiledPolicy]:
-    """Compile every policy and hold its http references to ``egress`` (default: the webhook's
-    default setting), as the webhook does when a policy is admitted; InputError listing each
-    refused policy with its field paths.
+def build_engine(policies: Sequence[Obj], context: Sequence[Obj] = (), egress: Egress | None = None,
+                 on_warning: Callable[[str], None] | None = None) -> tuple[Engine, list[CompiledPolicy]]:
+    """An engine over ``policies`` whose references are answered from ``context``, http ones within
+    ``egress`` (default: the webhook's default setting), and the policies as it compiled them, in
+    the order given. Each is checked as the webhook admits a policy: InputError listing each
+    refused policy with its field paths. The objects in ``context`` count as existing for
+    JavaScript watch hooks (passed to jsa_created, in a stable order).
 
     Warnings the compiler gives for accepted policies go to ``on_warning``.
     """
-    compiled, problems = [], []
-    for policy in policies:
-        try:
-            result = compile_policy(policy)
-            httprefs.check(result, egress if egress is not None else Egress())
-        except PolicyErrors as e:
-            problems.append(str(e))
-            continue
-        compiled.append(result)
-        for warning in getattr(result, "warnings", ()) or ():
+    egress = egress if egress is not None else Egress()
+    engine = Engine(store=StaticStore(context), http=StaticHttp(context, egress), egress=egress)
+    compiled, refused = engine.compile_all(policies)
+    if refused:
+        raise InputError("invalid policy:\n  " + "\n  ".join(map(str, refused)))
+    engine.add(*compiled)
+    for one in compiled:
+        for warning in getattr(one, "warnings", ()) or ():
             if on_warning is not None:
                 on_warning(warning)
-    if problems:
-        raise InputError("invalid policy:\n  " + "\n  ".join(problems))
-    return compiled
+    watchhooks.start_offline(compiled, context)
+    return engine, compiled
 
 
 def check_object(obj: Obj, what: str) -> None:
@@ -86,20 +81,6 @@ def check_context(obj: Obj, index: int) -> None:
         if value is not None and (not isinstance(value, dict)
                                   or any(isinstance(v, dict | list) for v in value.values())):
             raise InputError(f"{what}: {key} must be a mapping of names to values")
-
-
-def build_pipeline(compiled: Sequence[CompiledPolicy], context: Sequence[Obj] = (),
-                   egress: Egress | None = None) -> Pipeline:
-    """A pipeline over ``compiled`` whose references are answered from ``context``, http ones
-    within ``egress`` (default: the webhook's default setting); the objects in ``context`` count
-    as existing for JavaScript watch hooks (passed to jsa_created, in a stable order)."""
-    watchhooks.start_offline(compiled, context)
-    egress = egress if egress is not None else Egress()
-    return Pipeline(
-        overrides=PolicyIndex(p for p in compiled if not p.validating),
-        validations=PolicyIndex(p for p in compiled if p.validating),
-        store=StaticStore(context), http=StaticHttp(context, egress), egress=egress,
-    )
 
 
 def _in_namespace(obj: Obj, namespace: str, what: str) -> Obj:
@@ -187,20 +168,6 @@ def pair_old(batch: Batch) -> list[Obj | None]:
     return paired
 
 
-async def _admit_all(pipeline: Pipeline, cases: Sequence[Case]) -> list[ObjectResult]:
-    out = []
-    for case in cases:
-        request = request_for(case)
-        decision = await pipeline.admit(request)
-        mutation_matches = list(pipeline.overrides.matching(request.object, request.operation, request.namespace))
-        validate_matches = sorted(pipeline.validations.matching(decision.object, request.operation, request.namespace),
-                                  key=lambda m: (m[0].sort_key(), m[1].index))
-        out.append(ObjectResult(ResourceRef.of(request.object), decision,
-                                override_results(decision, mutation_matches)
-                                + validate_results(decision, validate_matches)))
-    return out
-
-
 def run_batch(batch: Batch, on_warning: Callable[[str], None] | None = None) -> Outcome:
     """Mutation then validation of every object of ``batch``, policies compiled once; InputError when
     an input cannot be admitted (naming where it was read)."""
@@ -219,9 +186,8 @@ def run_batch(batch: Batch, on_warning: Callable[[str], None] | None = None) -> 
         request_for(cases[-1])  # a namespace mismatch is bad input, found before anything runs
     for index, obj in enumerate(batch.context):
         check_context(obj, index)
-    compiled = compile_all(batch.policies, on_warning, batch.egress)
-    pipeline = build_pipeline(compiled, batch.context, batch.egress)
-    return Outcome(compiled, asyncio.run(_admit_all(pipeline, cases)))
+    engine, compiled = build_engine(batch.policies, batch.context, batch.egress, on_warning)
+    return Outcome(compiled, engine.evaluate_requests_sync([request_for(case) for case in cases]))
 
 
 def evaluate(case: Case, on_warning: Callable[[str], None] | None = None) -> Outcome:

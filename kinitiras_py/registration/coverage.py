@@ -45,9 +45,11 @@ class Staged(Protocol):
 class CoverageGate:
     """The override and validation indexes the request path reads; see the module docstring."""
 
-    def __init__(self, staged: Staged, on_in_force: InForce | None = None) -> None:
-        self.overrides = PolicyIndex()
-        self.validations = PolicyIndex()
+    def __init__(self, staged: Staged, on_in_force: InForce | None = None, overrides: PolicyIndex | None = None,
+                 validations: PolicyIndex | None = None) -> None:
+        # The indexes requests read (``serve`` passes its engine's).
+        self.overrides = overrides if overrides is not None else PolicyIndex()
+        self.validations = validations if validations is not None else PolicyIndex()
         self._staged = staged
         self.on_in_force = on_in_force
 

@@ -8,15 +8,13 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 
-from kinitiras_py.admission import mutationmemo
-from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.base import aiotasks
 from kinitiras_py.cluster import client as cluster_client
 from kinitiras_py.cluster.jswatch import HookFeed
 from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.status import StatusWriter
 from kinitiras_py.cluster.store import InformerStore
-from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.engine.policies.results import RuleFailure
 from kinitiras_py.refs import outbound
@@ -29,7 +27,6 @@ from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.metrics import ScanMetrics
 from kinitiras_py.scan.scanner import Scanner
 from kinitiras_py.scan.sink import LoggingSink, ReportSink
-from kinitiras_py.webhook import answers
 from kinitiras_py.webhook import server as webhook_server
 from kinitiras_py.webhook.app import make_app, make_metrics_app
 from kinitiras_py.webhook.handlers import Handlers
@@ -65,22 +62,25 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         hurry = asyncio.Event()
     api = await cluster_client.api_client(settings.kubeconfig)
     metrics = Metrics()
-    watch = PolicyWatch(api)
-    status = StatusWriter(api, watch.get)
     store = InformerStore(api)
     egress = settings.egress.with_api_server(await outbound.addresses(api.connection.server))
     http = AiohttpClient(egress, store=store)
     feed = HookFeed(api, store.discovery)
     hooks_built = asyncio.Event()
-    # With registration, requests see a policy only once the webhook rules cover it (CoverageGate).
-    gate = CoverageGate(watch, on_in_force=lambda p: status.on_change(p.kind, p.namespace or None, p.name, p, None))
-    indexes: CoverageGate | PolicyWatch = gate if settings.register else watch
-    celmemo.configure(settings.cel_results_bytes)
     # One budget for the two memories of mutations: by their inputs, and by the request's bytes.
-    mutationmemo.configure(settings.mutation_results_bytes - settings.mutation_results_bytes // 2)
-    answers.configure(settings.mutation_results_bytes // 2)
-    pipeline = Pipeline(indexes.overrides, indexes.validations, store, http, lookup_timeout=settings.lookup_timeout,
-                        egress=egress)
+    engine = Engine(store=store, http=http, egress=egress, lookup_timeout=settings.lookup_timeout,
+                    cel_results_bytes=settings.cel_results_bytes,
+                    mutation_results_bytes=settings.mutation_results_bytes)
+    # Requests read the engine's indexes: with registration, the gate puts a policy there only once
+    # the webhook rules cover it (CoverageGate); without, the policy watch keeps them.
+    if settings.register:
+        watch = PolicyWatch(api)
+        gate = CoverageGate(watch, lambda p: status.on_change(p.kind, p.namespace or None, p.name, p, None),
+                            engine.overrides, engine.validations)
+    else:
+        watch = PolicyWatch(api, engine.overrides, engine.validations)
+        gate = CoverageGate(watch)
+    status = StatusWriter(api, watch.get)
     cert_dir = settings.server.cert_dir
 
     async def inject(bundle: bytes) -> bool:
@@ -120,7 +120,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     registered = reconciler.ready if settings.register else asyncio.Event()
     if not settings.register:
         registered.set()
-    handlers = Handlers(pipeline, metrics, deadline=settings.server.deadline,
+    handlers = Handlers(engine, metrics, deadline=settings.server.deadline,
                         ready=lambda: (not server.draining and watch.synced.is_set() and registered.is_set()
                                        and hooks_built.is_set() and certs.ready()),
                         on_rule_failure=on_rule_failure,

@@ -1,6 +1,9 @@
-"""The one place a scan evaluates policies: through the webhook's pipeline, as admission does.
+"""The one place a scan evaluates policies: through :class:`~..admission.engine.Engine`, as
+admission does.
 
-(When the admission ``Engine`` object arrives, :func:`evaluator` is what switches to it.)
+A scan's engines hold its plans (the rules a scan can run, made to run under any operation) and
+keep no caches: each object is evaluated once per change, and the webhook's caches are left to
+the requests they serve.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kinitiras_py.admission.pipeline import Decision, Pipeline, Request
+from kinitiras_py.admission.engine import Engine
+from kinitiras_py.admission.pipeline import Decision, Request
 from kinitiras_py.admission.results import RuleResult, override_results, validate_results
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.matching.selection import PolicyIndex, object_namespace
@@ -55,9 +59,9 @@ class Evaluator:
         running = [plan.running for plan in self.plans.values() if plan.running is not None]
         validating = sorted((p for p in running if p.validating), key=CompiledPolicy.sort_key)
 
-        def pipeline(overrides: Iterable[CompiledPolicy], validations: Iterable[CompiledPolicy]) -> Pipeline:
-            return Pipeline(_index(overrides), _index(validations), context.store, context.http,
-                            context.lookup_timeout, context.egress)
+        def pipeline(overrides: Iterable[CompiledPolicy], validations: Iterable[CompiledPolicy]) -> Engine:
+            return Engine([*overrides, *validations], store=context.store, http=context.http, egress=context.egress,
+                          lookup_timeout=context.lookup_timeout, cel_results_bytes=0, mutation_results_bytes=0)
 
         # Override policies together (each sees what the others changed); validate policies in
         # steps, the event loop serving admission requests between them.

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from kinitiras_py.admission import policies
-from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.admission import answers, policies
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.base.errors import ReviewError
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.engine.policies.results import RuleFailure
-from kinitiras_py.webhook import answers, body, codec
+from kinitiras_py.webhook import body, codec
 from kinitiras_py.webhook.deadlines import Deadlines
 from kinitiras_py.webhook.metrics import Metrics
 
@@ -24,9 +24,9 @@ JSON_TYPE = "application/json"
 
 @dataclass
 class Handlers:
-    """Request handlers over one admission pipeline."""
+    """Request handlers over one admission engine (its policies, references and caches)."""
 
-    pipeline: Pipeline
+    engine: Engine
     metrics: Metrics
     deadline: float = 2.5
     """Answer before the API server's webhook timeout (3 s by default), whatever happens."""
@@ -42,6 +42,7 @@ class Handlers:
 
     def __post_init__(self) -> None:
         self._deadlines = Deadlines()
+        self.metrics.caches.engine = self.engine
 
     def _respond(self, endpoint: str, body: bytes, code: int, started: float) -> web.Response:
         self.metrics.requests.answered(endpoint, code, time.perf_counter() - started)
@@ -72,7 +73,7 @@ class Handlers:
 
     async def answer(self, endpoint: str, data: bytes) -> tuple[bytes, int]:
         """The answer to the AdmissionReview ``data`` (a whole body) at ``endpoint``, and its HTTP code."""
-        known = answers.request(data) if endpoint == "mutate" and answers.ANSWERS.enabled else None
+        known = answers.request(data) if endpoint == "mutate" and self.engine.answers.enabled else None
         if known is not None and (remembered := self._recall(known)) is not None:
             return remembered, 200
         try:
@@ -110,7 +111,7 @@ class Handlers:
         """The remembered answer to the request ``known``, if the policies in force are still those
         it was made under; its policies are counted as they were when it was made."""
         started = time.perf_counter()
-        answer = answers.ANSWERS.recall(known, self.pipeline.overrides.generation)
+        answer = self.engine.answers.recall(known, self.engine.overrides.generation)
         if answer is None:
             return None
         self.metrics.observe_policies(dict.fromkeys(answer.timed, (time.perf_counter() - started)
@@ -124,11 +125,11 @@ class Handlers:
         if req.operation == "CONNECT":
             return codec.allowed(review.api_version, review.uid), 200
         if policies.is_policy(req.object):
-            admission = policies.admit_policy(req, self.pipeline.egress, self.deadline)
+            admission = policies.admit_policy(req, self.engine.egress, self.deadline)
             if admission.error is not None:
                 return codec.denied(review.api_version, review.uid, admission.error, 403), 403
             return codec.allowed(review.api_version, review.uid, admission.patch, admission.warnings), 200
-        mutation = await self.pipeline.mutate(req)
+        mutation = await self.engine.mutate(req)
         self.metrics.observe_mutation(mutation)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("mutate", extra={"uid": review.uid, "operation": req.operation, "kind": review.kind.get("kind"),
@@ -139,7 +140,7 @@ class Handlers:
             return codec.denied(review.api_version, review.uid, str(mutation.failure), 403, mutation.warnings), 403
         answer = codec.allowed(review.api_version, review.uid, mutation.patch_json(), mutation.warnings)
         if known is not None and mutation.stamp is not None:
-            answers.ANSWERS.remember(known, review.uid, mutation.stamp, answer, tuple(mutation.timings),
+            self.engine.answers.remember(known, review.uid, mutation.stamp, answer, tuple(mutation.timings),
                                      tuple(rule.policy for rule in mutation.applied))
         return answer, 200
 
@@ -149,7 +150,7 @@ class Handlers:
             return codec.allowed(review.api_version, review.uid), 200
         warnings: list[str] = []
         if policies.is_policy(req.object):
-            admission = policies.admit_policy(req, self.pipeline.egress, self.deadline)
+            admission = policies.admit_policy(req, self.engine.egress, self.deadline)
             if admission.error is not None:
                 return codec.denied(review.api_version, review.uid, admission.error, 403), 403
             warnings += admission.warnings
@@ -158,7 +159,7 @@ class Handlers:
                     self.on_policy_admitted(admission.compiled)
                 except Exception:  # the policy is still valid; the reconciler catches up later
                     log.exception("preparing the webhook rules for a new policy failed")
-        verdict = await self.pipeline.validate(req)
+        verdict = await self.engine.validate(req)
         self.metrics.observe_verdict(verdict)
         if verdict.audit and not req.dry_run:
             for entry in verdict.audit:

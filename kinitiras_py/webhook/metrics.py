@@ -12,11 +12,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from kinitiras_py.admission import mutationmemo
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.base.bounded import Cache
-from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleFailure, Verdict
-from kinitiras_py.webhook import answers
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # 2.0 is 80% of the default 2.5 s deadline: the alert on p99 near the deadline reads that bucket edge.
@@ -43,7 +41,8 @@ class Metrics:
         self.informer_synced = Gauge("kinitiras_informer_synced", "1 when the informer for a kind has synced",
                                      ["kind"], registry=r)
         self.policies = Gauge("kinitiras_policies", "Policies in the index by kind", ["kind"], registry=r)
-        r.register(_Results())
+        self.caches = _Results()
+        r.register(self.caches)
         self.certificate = _Certificate()
         r.register(self.certificate)
 
@@ -214,19 +213,26 @@ class _PolicyStats:
 
 
 class _Results:
-    """The counters and sizes of the CEL result cache (:mod:`.celmemo`), the memory of mutations
-    (:mod:`.mutationmemo`) and the remembered answers (:mod:`.answers`), read when scraped."""
+    """The counters and sizes of an engine's CEL result cache (:mod:`.celmemo`), memory of mutations
+    (:mod:`.mutationmemo`) and remembered answers (:mod:`.answers`), read when scraped."""
+
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
+        """The engine whose caches are counted; the handlers set it (no sample until then)."""
 
     def collect(self) -> Iterator[Metric]:
-        yield from _cache("kinitiras_cel_results", celmemo.RESULTS,
+        engine = self.engine
+        if engine is None:
+            return
+        yield from _cache("kinitiras_cel_results", engine.cel_results,
                           "CEL evaluations answered from the result cache",
                           ("evaluated", "CEL evaluations the result cache could have answered but had no entry for"),
                           "Memory held by the CEL result cache")
-        yield from _cache("kinitiras_mutation_results", mutationmemo.MUTATIONS,
+        yield from _cache("kinitiras_mutation_results", engine.mutations,
                           "Mutations answered from the memory of mutations, no rule run",
                           ("evaluated", "Mutations the memory of mutations could have answered but had no entry for"),
                           "Memory held by the memory of mutations")
-        yield from _cache("kinitiras_mutation_answers", answers.ANSWERS,
+        yield from _cache("kinitiras_mutation_answers", engine.answers,
                           "/mutate requests answered from remembered answers, the request not decoded",
                           ("made", "/mutate requests laid out as the API server writes them that had no "
                                    "remembered answer"),

@@ -18,7 +18,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from kinitiras_py.bench.scanscale import Preloaded
 from kinitiras_py.certs import authority
 from kinitiras_py.certs.tls import ReloadableTLS
-from kinitiras_py.offline.apply import compile_all
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.runtime.running import update_gauges
 from kinitiras_py.scan.evaluation import Context
@@ -26,6 +25,7 @@ from kinitiras_py.scan.metrics import ScanMetrics
 from kinitiras_py.scan.scanner import Scanner
 from kinitiras_py.webhook.app import make_app
 from kinitiras_py.webhook.handlers import Handlers
+from tests.compiling import compile_all
 from tests.functional.test_webhook import (
     DENY_NS,
     DEPLOYMENT,

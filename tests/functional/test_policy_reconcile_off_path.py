@@ -16,7 +16,7 @@ import orjson
 import yaml
 from aiohttp.test_utils import TestClient
 
-from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.engine.policies.compiling import compile_policy
@@ -65,11 +65,11 @@ async def test_policy_admission_does_not_wait_for_slow_discovery_and_rules_widen
     async def on_in_force(_policy: CompiledPolicy) -> None:
         seen_covered.append(sends_configmaps(api))
 
-    gate = CoverageGate(watch, on_in_force)
+    engine = Engine(store=StaticStore())
+    gate = CoverageGate(watch, on_in_force, engine.overrides, engine.validations)
     rec = Reconciler(api, Registration(), watch, SlowCatalog(), CA1, gate=gate, debounce=0.3,
                      poll_interval=0.01, retry_interval=0.1)
-    pipeline = Pipeline(gate.overrides, gate.validations, StaticStore())
-    handlers = Handlers(pipeline, Metrics(), deadline=2.5, on_policy_admitted=rec.include)
+    handlers = Handlers(engine, Metrics(), deadline=2.5, on_policy_admitted=rec.include)
     client: TestClient = await aiohttp_client(make_app(handlers))
     rec.start()
     try:

@@ -14,8 +14,7 @@ import pytest
 import yaml
 from aiohttp.test_utils import TestClient
 
-from kinitiras_py.admission.pipeline import Pipeline
-from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook.app import MAX_BODY_BYTES, make_app
@@ -114,11 +113,8 @@ def api_review(operation: str, obj: dict[str, Any], uid: str = "uid-1") -> bytes
 
 def make_handlers(policies: list[dict[str, Any]], store: StaticStore | None = None, deadline: float = 2.5,
                   lookup_timeout: float = 2.0) -> Handlers:
-    compiled = [compile_policy(p) for p in policies]
-    pipeline = Pipeline(PolicyIndex(p for p in compiled if not p.validating),
-                        PolicyIndex(p for p in compiled if p.validating), store or StaticStore(),
-                        lookup_timeout=lookup_timeout)
-    return Handlers(pipeline, Metrics(), deadline=deadline)
+    engine = Engine([compile_policy(p) for p in policies], store=store or StaticStore(), lookup_timeout=lookup_timeout)
+    return Handlers(engine, Metrics(), deadline=deadline)
 
 
 @pytest.fixture
@@ -262,7 +258,7 @@ async def test_unexpected_error_is_a_denial_not_a_traceback(aiohttp_client: Any)
     async def boom(*_args: Any) -> Any:
         raise RuntimeError("kaboom")
 
-    handlers.pipeline.mutate = boom  # type: ignore[method-assign,assignment]
+    handlers.engine.mutate = boom  # type: ignore[method-assign,assignment]
     client = await aiohttp_client(make_app(handlers))
     status, doc = await post(client, "/mutate", review("CREATE", DEPLOYMENT, uid="uid-500"))
     assert status == 200
@@ -290,7 +286,7 @@ async def test_with_failure_policy_ignore_a_request_the_webhook_cannot_finish_is
         async def boom(*_args: Any) -> Any:
             raise RuntimeError("kaboom")
 
-        handlers.pipeline.mutate = handlers.pipeline.validate = boom  # type: ignore[method-assign,assignment]
+        handlers.engine.mutate = handlers.engine.validate = boom  # type: ignore[method-assign,assignment]
     handlers.failure_policy = "Ignore"
     client = await aiohttp_client(make_app(handlers))
     status, doc = await post(client, endpoint, review("CREATE", obj, uid="uid-7"))

@@ -1,4 +1,4 @@
-"""Fuzz: answers remembered by the request's bytes (:mod:`.webhook.answers`) change no answer.
+"""Fuzz: answers remembered by the request's bytes (:mod:`.admission.answers`) change no answer.
 
 Random Pods and request fields under random subsets of the memory-of-mutations fuzz policies
 (oversell, labels, plaintext, CEL reading the request and the Namespace, rules that fail), each
@@ -22,12 +22,8 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinitiras_py.admission import mutationmemo
-from kinitiras_py.admission.pipeline import Pipeline
-from kinitiras_py.engine.evaluation import celmemo
-from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.offline.static import StaticStore
-from kinitiras_py.webhook import answers
 from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.metrics import Metrics
 from tests.fuzz.test_mutationmemo_fuzz import FIELDS, NAMESPACES, POLICIES
@@ -58,18 +54,15 @@ def unnamed(out: bytes, uid: str) -> bytes:
        byte=st.integers(min_value=0, max_value=255))
 def test_a_remembered_answer_is_the_answer(chosen: set[int], request: dict[str, Any], at: int, edit: str,
                                            byte: int) -> None:
-    mutationmemo.configure(mutationmemo.DEFAULT_BYTES)
-    celmemo.configure(celmemo.DEFAULT_BYTES)
-    answers.configure(answers.DEFAULT_BYTES)
-    pipeline = Pipeline(PolicyIndex(POLICIES[i] for i in sorted(chosen)), PolicyIndex(), StaticStore(NAMESPACES))
-    handlers = Handlers(pipeline, Metrics())
+    engine = Engine([POLICIES[i] for i in sorted(chosen)], store=StaticStore(NAMESPACES))
+    handlers = Handlers(engine, Metrics())
     first = body("u-1", request)
     at %= len(first)
     edited = {"change": first[:at] + bytes([byte]) + first[at + 1:], "insert": first[:at] + bytes([byte]) + first[at:],
               "remove": first[:at] + first[at + 1:]}[edit]
     remembered = [unnamed(answer(handlers, first), "u-1"), unnamed(answer(handlers, body("u-2", request)), "u-2")]
     edited_on = answer(handlers, edited)
-    answers.configure(0)
+    engine.answers.configure(0)
     fresh = unnamed(answer(handlers, body("u-3", request)), "u-3")
     assert remembered == [fresh, fresh]
     assert edited_on == answer(handlers, edited)

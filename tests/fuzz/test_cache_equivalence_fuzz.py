@@ -28,13 +28,13 @@ import orjson
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kinitiras_py.admission import mutationmemo
-from kinitiras_py.admission.pipeline import Pipeline
-from kinitiras_py.engine.evaluation import celmemo, celreads
-from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.admission import answers, pipeline, readrecord
+from kinitiras_py.admission.engine import Engine
+from kinitiras_py.admission.readrecord import ReadRecord
+from kinitiras_py.base.bounded import Cache
+from kinitiras_py.engine.evaluation import celreads
 from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.static import StaticStore
-from kinitiras_py.webhook import answers
 from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.metrics import Metrics
 from tests.fuzz.test_answers_fuzz import answer, body, unnamed
@@ -125,23 +125,29 @@ def handlers_for(rules: list[dict[str, Any]], checks: list[dict[str, Any]]) -> H
         "apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterValidatePolicy",
         "metadata": {"name": f"v{i:02d}"}, "spec": {"resourceSelectors": SELECTORS, "validateRules": [check]}})
         for i, check in enumerate(checks)]
-    return Handlers(Pipeline(PolicyIndex(overrides), PolicyIndex(validations), StaticStore([])), Metrics())
+    return Handlers(Engine([*overrides, *validations], store=StaticStore([])), Metrics())
+
+
+def caches(engine: Engine) -> list[Cache[Any, Any]]:
+    """Every cache ``engine`` keeps."""
+    return [engine.cel_results, engine.mutations, engine.answers]
 
 
 @contextlib.contextmanager
-def caches_off() -> Iterator[None]:
-    """Every cache off, the conversions kept across rules included (not a fixture: hypothesis
-    runs many examples)."""
+def caches_off(engine: Engine) -> Iterator[None]:
+    """Every cache of ``engine`` off, the conversions kept across rules included (not a fixture:
+    hypothesis runs many examples)."""
     real = celreads.touches
     celreads.touches = lambda taken, changed: True  # every change may change every conversion
-    for cache in (celmemo, mutationmemo, answers):
+    sizes = [cache.max_bytes for cache in caches(engine)]
+    for cache in caches(engine):
         cache.configure(0)
     try:
         yield
     finally:
         celreads.touches = real
-        for cache in (celmemo, mutationmemo, answers):
-            cache.configure(cache.DEFAULT_BYTES)
+        for cache, size in zip(caches(engine), sizes, strict=True):
+            cache.configure(size)
 
 
 def mutated(pod: dict[str, Any], out: bytes) -> dict[str, Any]:
@@ -156,23 +162,67 @@ def request(pod: dict[str, Any]) -> dict[str, Any]:
             "object": pod}
 
 
+@contextlib.contextmanager
+def recorded(unknown_feature: bool = False) -> Iterator[list[ReadRecord]]:
+    """Every read record the pipeline makes, in order; with ``unknown_feature``, the matched policies
+    also claim a feature the record cannot describe (a new rule kind reading something), so every
+    record must fail closed. Not a fixture: hypothesis runs many examples."""
+    made: list[ReadRecord] = []
+
+    class Recording(ReadRecord):
+        def __post_init__(self) -> None:
+            if unknown_feature:
+                self.features |= readrecord.KNOWN_FEATURES + 1
+            super().__post_init__()
+            made.append(self)
+
+    real = pipeline.ReadRecord
+    pipeline.ReadRecord = Recording  # type: ignore[misc]
+    try:
+        yield made
+    finally:
+        pipeline.ReadRecord = real  # type: ignore[misc]
+
+
 @given(rules=RULES, checks=st.lists(CHECKS, max_size=2), pod=PODS)
 @example(*STALE_COPY)
 def test_every_cache_on_gives_the_answer_every_cache_off_gives(rules: list[dict[str, Any]],
                                                               checks: list[dict[str, Any]],
                                                               pod: dict[str, Any]) -> None:
     handlers = handlers_for(rules, checks)
-    for cache in (celmemo, mutationmemo, answers):
-        cache.configure(cache.DEFAULT_BYTES)
-    on = [unnamed(answer(handlers, body(uid, request(pod))), uid) for uid in ("u-1", "u-2")]
-    answers.configure(0)  # the third time from the memory of mutations
+    engine = handlers.engine
+    with recorded() as records:
+        first = unnamed(answer(handlers, body("u-1", request(pod))), "u-1")
+    # The remembered answers keep only what the records say depends on the request and the index alone.
+    assert records or not rules
+    assert all(r.alone for r in records) or len(engine.answers) == 0
+    on = [first, unnamed(answer(handlers, body("u-2", request(pod))), "u-2")]
+    engine.answers.configure(0)  # the third time from the memory of mutations
     on.append(unnamed(answer(handlers, body("u-3", request(pod))), "u-3"))
-    answers.configure(answers.DEFAULT_BYTES)
+    engine.answers.configure(answers.DEFAULT_BYTES)
     final = mutated(pod, on[0])
     checked = [unnamed(answer(handlers, body(uid, request(final)), "validate"), uid) for uid in ("v-1", "v-2")]
-    with caches_off():
+    with caches_off(engine):
         off = unnamed(answer(handlers, body("u-4", request(pod))), "u-4")
         checked_off = unnamed(answer(handlers, body("v-3", request(final)), "validate"), "v-3")
     assert on == [off, off, off]
     assert checked == [checked_off, checked_off]
 
+
+
+@given(rules=RULES, pod=PODS)
+@example(STALE_COPY[0], STALE_COPY[2])
+def test_an_input_the_record_cannot_describe_turns_every_cache_off(rules: list[dict[str, Any]],
+                                                                   pod: dict[str, Any]) -> None:
+    handlers = handlers_for(rules, [])
+    engine = handlers.engine
+    with caches_off(engine):
+        off = unnamed(answer(handlers, body("u-0", request(pod))), "u-0")
+    with recorded(unknown_feature=True) as records:
+        on = [unnamed(answer(handlers, body(uid, request(pod))), uid) for uid in ("u-1", "u-2", "u-3")]
+    assert on == [off, off, off]
+    assert records and all(r.undescribed and not r.alone and not r.cacheable for r in records)
+    # Three equal requests, none answered from a memory (the memory of mutations still keeps which
+    # rules a request matches: that depends on the request and the index alone).
+    assert (engine.answers.hits, engine.mutations.hits, engine.cel_results.hits) == (0, 0, 0)
+    assert (len(engine.answers), len(engine.cel_results)) == (0, 0)

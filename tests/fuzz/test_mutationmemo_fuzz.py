@@ -25,10 +25,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinitiras_py.admission import mutationmemo
-from kinitiras_py.admission.pipeline import Pipeline
-from kinitiras_py.engine.evaluation import celmemo
-from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.engine.policies.results import Mutation
@@ -161,20 +158,18 @@ def counted() -> Iterator[list[Mutation]]:
 def test_an_answer_from_memory_is_the_answer(chosen: set[int], base: dict[str, Any], changes: dict[str, Any]) -> None:
     # The base request, then requests differing from it in one field each (or not at all: the same again).
     requests = [base, *({**base, name: value} for name, value in changes.items())]
-    mutationmemo.configure(mutationmemo.DEFAULT_BYTES)
-    celmemo.configure(celmemo.DEFAULT_BYTES)
-    pipeline = Pipeline(PolicyIndex(POLICIES[i] for i in sorted(chosen)), PolicyIndex(), StaticStore(NAMESPACES))
-    handlers = Handlers(pipeline, Metrics())
+    engine = Engine([POLICIES[i] for i in sorted(chosen)], store=StaticStore(NAMESPACES))
+    handlers = Handlers(engine, Metrics())
     with counted() as runs:
         remembered = [answer(handlers, f"uid-{i}", request) for i, request in enumerate(requests)]
         again = []
         for i, request in enumerate(requests):
-            hits, ran = mutationmemo.MUTATIONS.hits, len(runs)
+            hits, ran = engine.mutations.hits, len(runs)
             again.append(answer(handlers, f"again-{i}", request))
-            if mutationmemo.MUTATIONS.hits > hits:
+            if engine.mutations.hits > hits:
                 assert len(runs) == ran  # answered from memory: no rule ran
             else:  # not remembered: no rule matched, or one failed (a rule skipped, too)
                 assert len(runs) == ran or runs[-1].ignored or runs[-1].failure is not None
-    mutationmemo.configure(0)
+    engine.mutations.configure(0)
     fresh = [answer(handlers, f"fresh-{i}", request) for i, request in enumerate(requests)]
     assert remembered == again == fresh

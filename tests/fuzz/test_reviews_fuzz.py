@@ -230,7 +230,9 @@ class App:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.client = TestClient(TestServer(make_app(make_handlers(POLICIES, deadline=DEADLINE))), loop=self.loop)
+        handlers = make_handlers(POLICIES, deadline=DEADLINE)
+        self.engine = handlers.engine
+        self.client = TestClient(TestServer(make_app(handlers)), loop=self.loop)
         self.loop.run_until_complete(self.client.start_server())
 
     def post(self, path: str, body: bytes, content_type: str = "application/json") -> tuple[int, Any]:
@@ -360,9 +362,9 @@ def test_undamaged_reviews_are_served(app: App, base: dict[str, Any], path: str)
 def test_remembered_results_change_no_answer(app: App, base: dict[str, Any], changes: list[Change],
                                              path: str) -> None:
     body = damaged(base, changes)
-    celmemo.configure(celmemo.DEFAULT_BYTES)
+    app.engine.cel_results.configure(celmemo.DEFAULT_BYTES)
     answers = [app.post(path, body) for _ in range(2)]
-    celmemo.configure(0)
+    app.engine.cel_results.configure(0)
     answers.append(app.post(path, body))
     assert answers[0] == answers[1] == answers[2]
     check_answer(*answers[0], parsed(body))

@@ -19,10 +19,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinitiras_py.admission.results import RESULTS
-from kinitiras_py.offline.apply import compile_all
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.scan.evaluation import Context, evaluator
 from kinitiras_py.scan.plans import plan
+from tests.compiling import compile_all
 
 GROUP = "policy.kcloudlabs.io/v1alpha1"
 READS = {

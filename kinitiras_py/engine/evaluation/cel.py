@@ -151,7 +151,7 @@ class Program:
         else:
             memo = variables.key(self.reads) if remember else None
         if memo is not None:
-            found = celmemo.RESULTS.get(self.source, memo)
+            found = celmemo.get(self.source, memo)
             if found is not celmemo.MISSING:
                 return found
         bounds.start()
@@ -166,7 +166,7 @@ class Program:
             bounds.stop()
             celbridge.release()
         if memo is not None:
-            celmemo.RESULTS.put(self.source, memo, result)
+            celmemo.put(self.source, memo, result)
         return result
 
 

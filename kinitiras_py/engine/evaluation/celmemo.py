@@ -10,13 +10,19 @@ returned for exactly those parts.
 An entry is keyed by the program's source and the JSON of the parts it read, and holds the
 result's JSON, decoded afresh for each hit so that no two requests share a value. Only
 successful evaluations are kept. The cache is bounded in bytes (oldest entries leave first) and
-can be switched off (:func:`configure`).
+can be switched off (``max_bytes`` 0).
+
+There is no cache of the process: each :class:`kinitiras_py.Engine` owns one and makes it the
+active one (:func:`using`) while it evaluates, in its task and the threads it starts with the
+context copied (``asyncio.to_thread``). Outside :func:`using` nothing is remembered.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import orjson
@@ -68,9 +74,10 @@ class Results(Cache[tuple[str, bytes], bytes]):
 
 def key(data: Mapping[str, JSON]) -> bytes | None:
     """The key of the parts ``data`` (variable name → the part of it a program reads); None
-    when no result is kept: the cache is off, or they cannot be told apart by their JSON (see
-    :func:`_exact_json`)."""
-    return _exact_json(data) if RESULTS.enabled else None
+    when no result is kept: no cache is active or it is off, or they cannot be told apart by
+    their JSON (see :func:`_exact_json`)."""
+    results = _ACTIVE.get()
+    return _exact_json(data) if results is not None and results.enabled else None
 
 
 def _exact_json(value: Any) -> bytes | None:
@@ -80,10 +87,30 @@ def _exact_json(value: Any) -> bytes | None:
     return celvalues.exact_json(value, limit=MAX_ENTRY_BYTES)
 
 
-RESULTS = Results()
-"""The process's cache, used by every program."""
+_ACTIVE: contextvars.ContextVar[Results | None] = contextvars.ContextVar("cel_results", default=None)
+"""The cache of the engine evaluating in this context, if any."""
 
 
-def configure(max_bytes: int) -> None:
-    """Keep at most ``max_bytes`` of results (0: none); entries and counters start afresh."""
-    RESULTS.configure(max_bytes)
+@contextlib.contextmanager
+def using(results: Results | None) -> Iterator[None]:
+    """Programs evaluated inside this block (and in threads started from it with the context
+    copied) look results up in ``results`` and keep theirs there (None: nowhere)."""
+    token = _ACTIVE.set(results)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def get(source: str, key: bytes) -> Any:
+    """The active cache's result for ``source`` and the parts ``key`` (:func:`key` gave ``key``
+    only while a cache is active), or :data:`MISSING`."""
+    results = _ACTIVE.get()
+    return MISSING if results is None else results.get(source, key)
+
+
+def put(source: str, key: bytes, result: JSON) -> None:
+    """Keep ``result`` in the active cache, if any."""
+    results = _ACTIVE.get()
+    if results is not None:
+        results.put(source, key, result)

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from kinitiras_py.admission import mutationmemo
-from kinitiras_py.admission.mutationmemo import MUTATIONS
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.admission.pipeline import Pipeline, Request
-from kinitiras_py.engine.evaluation import bounds, celmemo
+from kinitiras_py.engine.evaluation import bounds
 from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.policies.compiling import compile_policy
@@ -123,11 +123,11 @@ def body(uid: str = "u-1", **request: Any) -> bytes:
     return orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
 
 
-def pipeline(*policies: dict[str, Any]) -> Pipeline:
-    return Pipeline(PolicyIndex(compile_policy(p) for p in policies), PolicyIndex(), StaticStore())
+def pipeline(*policies: dict[str, Any]) -> Engine:
+    return Engine(policies, store=StaticStore())
 
 
-async def mutate(p: Pipeline, data: bytes) -> Mutation:
+async def mutate(p: Engine | Pipeline, data: bytes) -> Mutation:
     return await p.mutate(codec.decode(data).request)
 
 
@@ -154,11 +154,11 @@ async def test_a_request_equal_but_for_its_uid_is_answered_from_memory(runs: lis
     p = pipeline(ECHO)
     first = await mutate(p, body("u-1"))
     assert first.patch and first.applied and first.warnings and first.failure is None
-    cel = (celmemo.RESULTS.hits, celmemo.RESULTS.misses)
+    cel = (p.cel_results.hits, p.cel_results.misses)
     second = await mutate(p, body("u-2"))
     assert isinstance(second, mutationmemo.Recalled)
-    assert MUTATIONS.hits == 1 and len(runs) == 1
-    assert (celmemo.RESULTS.hits, celmemo.RESULTS.misses) == cel
+    assert p.mutations.hits == 1 and len(runs) == 1
+    assert (p.cel_results.hits, p.cel_results.misses) == cel
     assert fields(second) == fields(first)
     assert set(second.timings) == set(first.timings)
 
@@ -175,11 +175,11 @@ async def test_a_request_differing_in_anything_is_evaluated_afresh(runs: list[in
                                                                    changed: dict[str, Any]) -> None:
     p = pipeline(ECHO)
     remembered = await mutate(p, body("u-1", **base))
-    assert (await mutate(p, body("u-2", **base))).patch == remembered.patch and MUTATIONS.hits == 1
+    assert (await mutate(p, body("u-2", **base))).patch == remembered.patch and p.mutations.hits == 1
     answer = await mutate(p, body("u-3", **changed))
-    assert MUTATIONS.hits == 1 and len(runs) == 2
+    assert p.mutations.hits == 1 and len(runs) == 2
     assert answer.patch != remembered.patch
-    mutationmemo.configure(0)
+    p.mutations.configure(0)
     assert fields(answer) == fields(await mutate(p, body("u-4", **changed)))
 
 
@@ -192,7 +192,7 @@ async def test_a_policy_replaced_in_the_index_gives_its_new_answer(runs: list[in
     p.overrides.put(compile_policy(changed))
     assert p.overrides.generation != generation
     answer = await mutate(p, body("u-2"))
-    assert MUTATIONS.hits == 0 and len(runs) == 2
+    assert p.mutations.hits == 0 and len(runs) == 2
     assert answer.object["metadata"]["labels"] == {"team": "b"}
 
 
@@ -201,7 +201,7 @@ async def test_the_rules_matched_are_remembered_per_generation(runs: list[int]) 
     await mutate(p, body("u-1"))
     p.overrides.put(compile_policy(LATE))
     answer = await mutate(p, body("u-2"))
-    assert MUTATIONS.hits == 0 and len(runs) == 2
+    assert p.mutations.hits == 0 and len(runs) == 2
     assert answer.object["metadata"]["labels"] == {"team": "a", "late": "yes"}
 
 
@@ -210,13 +210,14 @@ async def test_the_rules_matched_are_remembered_per_generation(runs: list[int]) 
     ids=["namespaceObject", "rule valueRef", "policy valueRefs"])
 async def test_a_namespace_or_reference_that_differs_gives_its_own_answer(
         runs: list[int], policy: dict[str, Any], stored: Callable[[str], dict[str, Any]], label: str) -> None:
-    index = PolicyIndex([compile_policy(policy)])  # one generation: the stores alone differ
-    a, b = (Pipeline(index, PolicyIndex(), StaticStore([stored(value)])) for value in ("a", "b"))
+    index = PolicyIndex([compile_policy(policy)])  # one generation and one memory: the stores alone differ
+    memory = mutationmemo.Mutations()
+    a, b = (Pipeline(index, PolicyIndex(), StaticStore([stored(value)]), mutations=memory) for value in ("a", "b"))
     assert (await mutate(a, body("u-1"))).object["metadata"]["labels"] == {label: "a"}
     assert (await mutate(b, body("u-2"))).object["metadata"]["labels"] == {label: "b"}
-    assert MUTATIONS.hits == 0 and len(runs) == 2
+    assert memory.hits == 0 and len(runs) == 2
     assert (await mutate(a, body("u-3"))).object["metadata"]["labels"] == {label: "a"}
-    assert MUTATIONS.hits == 1
+    assert memory.hits == 1
 
 
 async def test_changing_a_recalled_mutation_changes_no_later_recall() -> None:
@@ -229,7 +230,7 @@ async def test_changing_a_recalled_mutation_changes_no_later_recall() -> None:
     recalled.patch[0]["value"]["user"] = "mallory"
     recalled.patch.append({"op": "remove", "path": "/spec"})
     again = await mutate(p, body("u-3"))
-    assert MUTATIONS.hits == 2
+    assert p.mutations.hits == 2
     assert (again.object, again.patch) == want
 
 
@@ -243,20 +244,20 @@ async def test_changing_the_remembered_mutation_changes_no_recall() -> None:
     first.patch.clear()
     first.warnings.append("changed")
     recalled = await mutate(p, body("u-2"))
-    assert MUTATIONS.hits == 1
+    assert p.mutations.hits == 1
     assert (recalled.object, recalled.patch, recalled.warnings) == want
 
 
-async def _owner_less(p: Pipeline, uid: str) -> Mutation:
+async def _owner_less(p: Engine, uid: str) -> Mutation:
     return await mutate(p, body(uid, object=pod(ownerReferences=[{"apiVersion": "v1", "kind": "ConfigMap",
                                                                   "name": "gone", "controller": True}])))
 
 
-async def _direct(p: Pipeline, _uid: str) -> Mutation:
+async def _direct(p: Engine, _uid: str) -> Mutation:
     return await p.mutate(Request("CREATE", pod(), namespace="team-a", user_info={"username": "alice"}))
 
 
-async def _plain(p: Pipeline, uid: str) -> Mutation:
+async def _plain(p: Engine, uid: str) -> Mutation:
     return await mutate(p, body(uid))
 
 
@@ -269,7 +270,7 @@ async def test_what_is_not_remembered_is_evaluated_each_time(runs: list[int], po
     first = await send(p, "u-1")
     assert first.patch or first.failure is not None or first.ignored  # the rule did run
     second = await send(p, "u-2")
-    assert MUTATIONS.hits == 0 and len(runs) == 2
+    assert p.mutations.hits == 0 and len(runs) == 2
     assert fields(second) == fields(first)
 
 
@@ -280,7 +281,7 @@ async def test_a_rule_stopped_by_the_time_limit_is_not_remembered(monkeypatch: p
         first = await mutate(p, body("u-1"))
     assert first.ignored and "ran longer" in first.ignored[0].reason
     assert (await mutate(p, body("u-2"))).patch == [{"op": "add", "path": "/metadata/labels", "value": {"k": "web"}}]
-    assert MUTATIONS.hits == 0
+    assert p.mutations.hits == 0
 
 
 def test_the_key_is_none_for_inputs_not_to_remember() -> None:
@@ -297,8 +298,6 @@ def test_the_key_is_none_for_inputs_not_to_remember() -> None:
     assert key(errors={("ref", 0): "not found"}) is None
     assert key(features=selection.JAVASCRIPT) is None
     assert key(features=selection.NAMESPACE, namespace_object={"spec": {"x": float("nan")}}) is None
-    mutationmemo.configure(0)
-    assert key() is None
 
 
 async def test_a_recalled_patch_is_handed_on_as_remembered_and_read_as_its_own() -> None:
@@ -310,7 +309,7 @@ async def test_a_recalled_patch_is_handed_on_as_remembered_and_read_as_its_own()
     assert orjson.loads(recalled.patch_json() or b"") == recalled.patch
     again = await mutate(p, body("u-3"))
     assert again.patch_json() == first.patch_json() and again.patch == first.patch
-    assert MUTATIONS.hits == 2
+    assert p.mutations.hits == 2
 
 
 async def test_a_recalled_empty_patch_is_none() -> None:
@@ -318,9 +317,13 @@ async def test_a_recalled_empty_patch_is_none() -> None:
     done = {"metadata": {"name": "web", "namespace": "team-a", "labels": {"team": "a"},
                          "annotations": (await mutate(p, body("u-1"))).object["metadata"]["annotations"]}}
     same = [await mutate(p, body(f"u-{n}", object={**pod(), **done})) for n in (2, 3)]
-    assert MUTATIONS.hits == 1 and isinstance(same[1], mutationmemo.Recalled)
+    assert p.mutations.hits == 1 and isinstance(same[1], mutationmemo.Recalled)
     assert same[0].patch_json() is None and same[1].patch_json() is None  # before the patch is read
     assert same[0].patch == same[1].patch == []
+
+
+MUTATIONS = mutationmemo.Mutations()
+"""The memory the bound tests fill (each configures it, which starts it afresh)."""
 
 
 def _remember(n: int, size: int = 1) -> None:
@@ -332,9 +335,10 @@ def _held(*ns: int) -> list[bool]:
 
 
 def test_the_least_recently_used_entries_leave_first() -> None:
+    MUTATIONS.configure(mutationmemo.DEFAULT_BYTES)
     _remember(0)
     cost = MUTATIONS.size
-    mutationmemo.configure(3 * cost)
+    MUTATIONS.configure(3 * cost)
     for n in range(3):
         _remember(n)
     assert _held(0) == [True]  # 0 is now the most recently used
@@ -344,7 +348,7 @@ def test_the_least_recently_used_entries_leave_first() -> None:
 
 
 def test_the_memory_never_holds_more_than_its_budget() -> None:
-    mutationmemo.configure(20_000)
+    MUTATIONS.configure(20_000)
     for n in range(300):
         _remember(n, (n * 7919) % 6000)
         assert 0 < MUTATIONS.size <= 20_000
@@ -354,7 +358,7 @@ def test_the_memory_never_holds_more_than_its_budget() -> None:
 @pytest.mark.parametrize(("budget", "size"), [(10 * mutationmemo.MAX_ENTRY_BYTES, mutationmemo.MAX_ENTRY_BYTES),
                                               (4000, 5000)], ids=["larger than an entry may be", "over budget"])
 def test_an_entry_too_large_is_not_kept_and_pushes_nothing_out(budget: int, size: int) -> None:
-    mutationmemo.configure(budget)
+    MUTATIONS.configure(budget)
     _remember(0)
     kept = MUTATIONS.size
     _remember(1, size)
@@ -363,10 +367,9 @@ def test_an_entry_too_large_is_not_kept_and_pushes_nothing_out(budget: int, size
 
 
 async def test_configure_zero_turns_the_memory_off(runs: list[int]) -> None:
-    mutationmemo.configure(0)
-    p = pipeline(ECHO)
+    p = Engine([ECHO], store=StaticStore(), mutation_results_bytes=0)
     first, second = await mutate(p, body("u-1")), await mutate(p, body("u-2"))
-    assert MUTATIONS.hits == 0 and len(runs) == 2 and len(MUTATIONS) == 0 and MUTATIONS.size == 0
+    assert p.mutations.hits == 0 and len(runs) == 2 and len(p.mutations) == 0 and p.mutations.size == 0
     assert fields(first) == fields(second)
 
 

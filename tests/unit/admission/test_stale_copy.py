@@ -16,12 +16,8 @@ from typing import Any
 import orjson
 import pytest
 
-from kinitiras_py.admission import mutationmemo
-from kinitiras_py.admission.pipeline import Pipeline
-from kinitiras_py.engine.matching.selection import PolicyIndex
-from kinitiras_py.offline.apply import Case, compile_all, run
-from kinitiras_py.offline.static import StaticStore
-from kinitiras_py.webhook import answers
+from kinitiras_py.admission.engine import Engine
+from kinitiras_py.offline.apply import Case, run
 from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.metrics import Metrics
 
@@ -54,10 +50,13 @@ def widget(selector: dict[str, str]) -> dict[str, Any]:
 def test_offline_the_last_reader_sees_the_key_written_before_it(first: str) -> None:
     alone = run(Case([policies(first)[2]], widget({"zone-w1": "eu"})))
     assert alone.object["metadata"]["annotations"] == {"c": "eu"}
+    assert run(Case(policies(first), widget({}))).object["metadata"]["annotations"]["c"] == "eu"
+    engine = Engine(policies(first))
     for _ in range(2):  # the second time, the CEL results are remembered
-        decision = run(Case(policies(first), widget({})))
+        decision = engine.evaluate_sync(widget({})).decision
         assert decision.object["metadata"]["annotations"]["c"] == "eu"
         assert decision.object["spec"]["selector"] == {"zone-w1": "eu"}
+    assert engine.cel_results.hits > 0
 
 
 def review(uid: str) -> bytes:
@@ -70,11 +69,11 @@ def review(uid: str) -> bytes:
 
 @pytest.mark.parametrize("first", [WRITES, ONLY_READS], ids=["a-writes", "a-only-reads"])
 def test_through_the_webhook_the_last_reader_sees_the_key_written_before_it(first: str) -> None:
-    compiled = compile_all(policies(first))
-    handlers = Handlers(Pipeline(PolicyIndex(compiled), PolicyIndex(), StaticStore([])), Metrics())
-    for uid, cache in (("u-1", None), ("u-2", answers.ANSWERS), ("u-3", mutationmemo.MUTATIONS)):
-        if cache is mutationmemo.MUTATIONS:  # the remembered answers off: the memory of mutations answers
-            answers.configure(0)
+    engine = Engine(policies(first))
+    handlers = Handlers(engine, Metrics())
+    for uid, cache in (("u-1", None), ("u-2", engine.answers), ("u-3", engine.mutations)):
+        if cache is engine.mutations:  # the remembered answers off: the memory of mutations answers
+            engine.answers.configure(0)
         hits = 0 if cache is None else cache.hits
         out, code = asyncio.run(handlers.answer("mutate", review(uid)))
         assert code == 200

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.bench import runner, scale, workload
 from kinitiras_py.cli.main import main
 from kinitiras_py.engine.matching.selection import PolicyIndex
-from kinitiras_py.offline.apply import compile_all
 
 
 def test_fillers_miss_the_pod_and_most_select_pods() -> None:
@@ -21,7 +21,7 @@ def test_fillers_miss_the_pod_and_most_select_pods() -> None:
     index: PolicyIndex = pipeline.overrides
     assert [p.name for p in index.candidates(request.object)] == ["oversell-0000"]
     assert all(p["metadata"]["labels"][scale.LABEL] for p in policies)
-    assert len(compile_all(policies)) == 50
+    assert len(Engine(policies).policies) == 50
 
 
 def test_bench_scale_prints_the_ratio(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,35 +24,68 @@ def pod(name: str, **labels: str) -> dict[str, Any]:
     return {"kind": "Pod", "metadata": {"name": name, "labels": labels}}
 
 
+RESULTS = celmemo.Results()
+"""The cache each test evaluates with (made afresh and active for each test)."""
+
+
+@pytest.fixture(autouse=True)
+def active() -> Iterator[None]:
+    RESULTS.configure(celmemo.DEFAULT_BYTES)
+    with celmemo.using(RESULTS):
+        yield
+
+
+def test_nothing_is_remembered_outside_an_active_cache() -> None:
+    program = compile_program(LABELS)
+    with celmemo.using(celmemo.Results()):
+        pass  # entered and left: the test's cache is active again
+    assert celmemo.key({"object": {}}) is not None
+    before = (RESULTS.hits, RESULTS.misses, len(RESULTS))
+
+    def outside() -> None:
+        assert celmemo.key({"object": {}}) is None
+        for _ in range(2):
+            assert program.evaluate({"object": pod("a", app="web")}) == ["app=web"]
+
+    contextvars.Context().run(outside)  # a context where no engine made a cache active
+    assert (RESULTS.hits, RESULTS.misses, len(RESULTS)) == before
+
+
 def test_a_second_object_with_the_same_parts_is_looked_up_and_gets_its_own_copy() -> None:
     program = compile_program(LABELS)
     first = program.evaluate({"object": pod("a", app="web")})
-    hits = celmemo.RESULTS.hits
+    hits = RESULTS.hits
     second = program.evaluate(Bindings({"object": pod("b", app="web")}))  # the name is not read
-    assert celmemo.RESULTS.hits == hits + 1
+    assert RESULTS.hits == hits + 1
     assert second == first == ["app=web"]
     assert second is not first
     second.append("changed by a caller")
     assert program.evaluate({"object": pod("c", app="web")}) == ["app=web"]
 
 
-def test_the_counters_are_exported_as_metrics() -> None:
+def test_the_counters_of_an_engine_are_exported_as_metrics() -> None:
+    from kinitiras_py.admission.engine import Engine
+    from kinitiras_py.webhook.handlers import Handlers
     from kinitiras_py.webhook.metrics import Metrics
 
+    engine = Engine()
+    metrics = Handlers(engine, Metrics()).metrics
     program = compile_program(LABELS)
-    for name in ("a", "b", "c"):
-        program.evaluate({"object": pod(name, app="web")})
-    text = Metrics().render().decode()
+    with celmemo.using(engine.cel_results):
+        for name in ("a", "b", "c"):
+            program.evaluate({"object": pod(name, app="web")})
+    text = metrics.render().decode()
     assert "kinitiras_cel_results_looked_up_total 2.0" in text
     assert "kinitiras_cel_results_evaluated_total 1.0" in text
-    assert f"kinitiras_cel_results_bytes {float(celmemo.RESULTS.size)}" in text and celmemo.RESULTS.size > 0
+    size = engine.cel_results.size
+    assert f"kinitiras_cel_results_bytes {float(size)}" in text and size > 0
 
 
 def test_different_parts_are_evaluated() -> None:
     program = compile_program(LABELS)
     assert program.evaluate({"object": pod("a", app="web")}) == ["app=web"]
     assert program.evaluate({"object": pod("a", app="db")}) == ["app=db"]
-    assert celmemo.RESULTS.hits == 0
+    assert RESULTS.hits == 0
 
 
 KIND = ("object.x == null ? 'null' : type(object.x) == list ? 'list' : string(object.x) + ':' + "
@@ -62,7 +97,7 @@ KIND = ("object.x == null ? 'null' : type(object.x) == list ? 'list' : string(ob
 def test_values_cel_tells_apart_are_kept_apart(a: Any, b: Any) -> None:
     program = compile_program(KIND)
     looked_up = [program.evaluate({"object": {"x": value}}) for value in (a, b, a, b)]
-    celmemo.configure(0)
+    RESULTS.configure(0)
     evaluated = [program.evaluate({"object": {"x": value}}) for value in (a, b)]
     assert looked_up == evaluated * 2
     assert evaluated[0] != evaluated[1]
@@ -84,15 +119,15 @@ def test_failures_are_not_kept() -> None:
     for _ in range(2):
         with pytest.raises(CelEvalError):
             program.evaluate({"object": {"kind": "Pod"}})
-    assert len(celmemo.RESULTS) == 0
+    assert len(RESULTS) == 0
 
 
 def test_switched_off_nothing_is_kept() -> None:
-    celmemo.configure(0)
+    RESULTS.configure(0)
     program = compile_program(LABELS)
     for _ in range(2):
         assert program.evaluate(Bindings({"object": pod("a", app="web")})) == ["app=web"]
-    assert (len(celmemo.RESULTS), celmemo.RESULTS.hits) == (0, 0)
+    assert (len(RESULTS), RESULTS.hits) == (0, 0)
 
 
 def test_the_cache_stays_within_its_bytes_and_the_oldest_leave_first() -> None:
@@ -142,8 +177,8 @@ def _outcome(program: Any, variables: Any) -> Any:
 @given(st.lists(_OBJECTS, min_size=2, max_size=6))
 def test_looked_up_results_equal_evaluated_ones(objects: list[dict[str, Any]]) -> None:
     programs = [compile_program(source) for source in _templates()]
-    celmemo.configure(0)
+    RESULTS.configure(0)
     expected = [[_outcome(p, {"object": o}) for p in programs] for o in objects]
-    celmemo.configure(celmemo.DEFAULT_BYTES)
+    RESULTS.configure(celmemo.DEFAULT_BYTES)
     for _ in range(2):  # the second pass looks every result up
         assert [[_outcome(p, Bindings({"object": copy.deepcopy(o)})) for p in programs] for o in objects] == expected

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kinitiras_py.engine.evaluation import cel, celmemo, celorder
+from kinitiras_py.engine.evaluation import cel, celorder
 
 LABELS = {key: f"v-{key}" for key in "jihgfedcbaZ0é"}
 """More keys than cel-cpp's small tables hold: their order changed from one evaluation to the next."""
@@ -15,8 +15,8 @@ IN_ORDER = sorted(LABELS)
 
 
 def outcomes(source: str, times: int = 200) -> set[str]:
-    """The distinct results of ``source`` over ``times`` evaluations, none from the result cache."""
-    celmemo.configure(0)
+    """The distinct results of ``source`` over ``times`` evaluations, none from the result cache
+    (no engine's is active)."""
     program = cel.compile_program(source)
     return {repr(program.evaluate({"object": OBJECT})) for _ in range(times)}
 

@@ -11,18 +11,16 @@ from typing import Any
 import orjson
 import pytest
 
-from kinitiras_py.admission.pipeline import Pipeline
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.convert import registry
 from kinitiras_py.engine.evaluation import jsruntime
-from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.engine.rules import jshooks
 from kinitiras_py.engine.running import overriding, validating, watchhooks
 from kinitiras_py.offline.static import StaticStore
-from kinitiras_py.webhook import answers
 from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.metrics import Metrics
 from tests.functional.test_webhook import api_review
@@ -190,7 +188,7 @@ def test_a_mutation_that_reads_the_state_is_never_answered_from_memory() -> None
     compiled = policy(LEDGER, "ClusterOverridePolicy")
     hooks = hooks_of(compiled)
     hooks.start([pod("a")]).result()
-    handlers = Handlers(Pipeline(PolicyIndex([compiled]), PolicyIndex(), StaticStore()), Metrics())
+    handlers = Handlers(Engine([compiled], store=StaticStore()), Metrics())
 
     def labels(uid: str) -> Any:
         out, _ = asyncio.run(handlers.answer("mutate", api_review("CREATE", pod("new"), uid)))
@@ -200,7 +198,7 @@ def test_a_mutation_that_reads_the_state_is_never_answered_from_memory() -> None
     hooks.created(pod("b"))
     state(compiled)
     assert labels("u-2") != first  # the same request: the state changed in between
-    assert answers.ANSWERS.hits == 0
+    assert handlers.engine.answers.hits == 0
 
 
 # -- the marker -------------------------------------------------------------------------------------

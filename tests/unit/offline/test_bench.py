@@ -7,11 +7,10 @@ import os
 
 import pytest
 
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.bench import runner, workload
 from kinitiras_py.cli.bench import _sizes
 from kinitiras_py.cli.main import main
-from kinitiras_py.engine.matching.selection import PolicyIndex
-from kinitiras_py.offline.apply import compile_all
 
 
 def test_bench_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,8 +63,7 @@ def test_a_repeated_count_is_timed_once() -> None:
 
 
 def test_fillers_never_reach_the_pod() -> None:
-    policies = compile_all(workload.one_matching(30))
-    index = PolicyIndex(p for p in policies if not p.validating)
+    index = Engine(workload.one_matching(30)).overrides
     pod = workload.pod()
     assert [p.name for p in index.candidates(pod)] == ["oversell-0000"]
 
@@ -173,17 +171,15 @@ def test_the_load_counts_and_keeps_the_first_error() -> None:
 def test_the_e2e_policies_match_each_set_up_in_its_namespace_only() -> None:
     import asyncio
 
-    from kinitiras_py.admission.pipeline import Pipeline, Request
+    from kinitiras_py.admission.pipeline import Request
     from kinitiras_py.bench import e2e
-    from kinitiras_py.offline.static import StaticStore
 
     policies = workload.spread(30, {"bench-1": 1, "bench-3": 3})
     assert len(policies) == 30
-    index = PolicyIndex(p for p in compile_all(policies) if p.kind.endswith("OverridePolicy"))
-    pipeline = Pipeline(index, PolicyIndex(), StaticStore())
+    engine = Engine(p for p in policies if p["kind"].endswith("OverridePolicy"))
     for setup in (e2e.ours_setup(30, 1), e2e.ours_setup(30, 3), e2e.NO_WEBHOOK, e2e.FLOOR):
         pod = setup.pod()
-        mutation = asyncio.run(pipeline.mutate(Request("CREATE", pod, namespace=setup.namespace)))
+        mutation = asyncio.run(engine.mutate(Request("CREATE", pod, namespace=setup.namespace)))
         added = set(mutation.object["metadata"]["labels"]) - set(pod["metadata"]["labels"])
         assert added == (set() if setup in (e2e.NO_WEBHOOK, e2e.FLOOR) else set(setup.expected))
     with pytest.raises(ValueError, match="4 matching policies do not fit in 3"):

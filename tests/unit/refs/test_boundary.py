@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import yaml
 
-from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission import sidecars as sidecar_templates
 from kinitiras_py.admission.pipeline import Pipeline, Request
 from kinitiras_py.base.errors import PolicyErrors
@@ -320,17 +319,16 @@ async def test_a_cluster_scoped_kind_known_only_to_discovery_is_refused() -> Non
 
 
 async def test_a_refusal_is_never_remembered() -> None:
-    mutationmemo.configure(mutationmemo.DEFAULT_BYTES)
     policy = steal({"apiVersion": "v1", "kind": "Secret", "namespace": "{{metadata.labels.from}}", "name": "db"},
                    failurePolicy="Ignore")
     p = mutator(policy, store=RecordingStore([SECRET_A, SECRET_B]))
     for source, fingerprint in (("team-a", b"inside"), ("team-a", b"inside"), ("team-b", b"out"), ("team-b", b"out")):
         request = Request("CREATE", configmap(labels={"from": source}), namespace="team-a", fingerprint=fingerprint)
         mutation = await p.mutate(request)
-        assert mutation.stamp is None  # nor is the answer remembered (webhook/answers.py)
+        assert mutation.stamp is None  # nor is the answer remembered (admission/answers.py)
         if source == "team-b":
             assert mutation.patch == [] and any("outside namespace" in w for w in mutation.warnings)
-    assert mutationmemo.MUTATIONS.hits == 1  # the read inside, the second time; never the refusal
+    assert p.mutations.hits == 1  # the read inside, the second time; never the refusal
 
 
 def test_kubemod_synthetic_references_of_a_namespaced_policy() -> None:

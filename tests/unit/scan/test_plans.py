@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from kinitiras_py.offline.apply import compile_all
 from kinitiras_py.scan.plans import plan
+from tests.compiling import compile_all
 
 GROUP = "policy.kcloudlabs.io/v1alpha1"
 
@@ -38,9 +38,9 @@ def test_rules_reading_request_only_data_are_skipped_with_the_reason(cel: str, r
 
 def test_run_rules_keep_going_and_report_with_their_own_actions() -> None:
     policy = compile_all([validate({"cel": "false", "message": "a", "validationActions": ["Deny"]},
-                                   {"cel": "request.operation == 'x'"},
-                                   {"cel": "true", "targetOperations": ["DELETE"]},
-                                   {"cel": "true", "targetOperations": ["UPDATE"]})])[0]
+                                  {"cel": "request.operation == 'x'"},
+                                  {"cel": "true", "targetOperations": ["DELETE"]},
+                                  {"cel": "true", "targetOperations": ["UPDATE"]})])[0]
     found = plan(policy)
     assert found.skipped == {1: "cel reads request.operation"}
     assert [r.index for r in found.selecting.rules] == [0, 1, 3]  # type: ignore[union-attr]

@@ -14,12 +14,12 @@ from kinitiras_py.admission.results import ResourceRef, RuleResult
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.bench.scanscale import Preloaded
 from kinitiras_py.cluster.client import Resource
-from kinitiras_py.offline.apply import compile_all
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.scan import scanner as scanner_module
 from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.metrics import ScanMetrics
 from kinitiras_py.scan.scanner import Scanner
+from tests.compiling import compile_all
 from tests.scanfakes import MemorySink
 from tests.unit.registration.test_rules import FakeCatalog
 

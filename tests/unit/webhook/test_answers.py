@@ -1,4 +1,4 @@
-"""Answers remembered by the request's bytes but its uid (webhook/answers.py), through the handlers."""
+"""Answers remembered by the request's bytes but its uid (admission/answers.py), through the handlers."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import orjson
 import pytest
 import yaml
 
-from kinitiras_py.admission.pipeline import Pipeline
-from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.admission import answers
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.static import StaticStore
-from kinitiras_py.webhook import answers
 from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.metrics import Metrics
 from tests.functional.test_webhook import api_review
@@ -52,8 +51,8 @@ MISSING = "{cel: \"[{'op': 'add', 'path': '/metadata/labels/x', 'value': object.
 IGNORED, FAILING = override("ignored", MISSING, "Ignore"), override("failing", MISSING)
 
 
-class Counting(Pipeline):
-    """A pipeline that counts the mutations asked of it."""
+class Counting(Engine):
+    """An engine that counts the mutations asked of it."""
 
     asked = 0
 
@@ -63,8 +62,8 @@ class Counting(Pipeline):
 
 
 def handlers(*policies: Any, store: StaticStore | None = None) -> tuple[Handlers, Counting]:
-    pipeline = Counting(PolicyIndex(policies), PolicyIndex(), store or StaticStore())
-    return Handlers(pipeline, Metrics()), pipeline
+    engine = Counting(policies, store=store or StaticStore())
+    return Handlers(engine, Metrics()), engine
 
 
 def answer(h: Handlers, body: bytes) -> tuple[bytes, int]:
@@ -82,7 +81,7 @@ def test_a_request_like_another_but_for_its_uid_gets_its_answer_without_evaluati
     assert (code, code2, pipeline.asked) == (200, 200, 1)
     assert with_uid(first, "u-1") == with_uid(second, "u-2")
     assert orjson.loads(second)["response"]["uid"] == "u-2"
-    assert (answers.ANSWERS.hits, answers.ANSWERS.misses) == (1, 1)
+    assert (h.engine.answers.hits, h.engine.answers.misses) == (1, 1)
     # Counted per policy on both occasions, as if evaluated.
     assert h.metrics.per_policy._policies  # the policy is known to the metrics
     stats = next(iter(h.metrics.per_policy._policies.values()))
@@ -103,13 +102,13 @@ def test_a_different_object_or_layout_is_evaluated() -> None:
 def test_a_change_of_policies_is_never_answered_from_before() -> None:
     h, pipeline = handlers(LABEL)
     answer(h, api_review("CREATE", POD, "u-1"))
-    h.pipeline.overrides.put(OTHER_LABEL)
+    h.engine.overrides.put(OTHER_LABEL)
     out, _ = answer(h, api_review("CREATE", POD, "u-2"))
     assert pipeline.asked == 2
     assert b"other" in __import__("base64").b64decode(orjson.loads(out)["response"]["patch"])
     answer(h, api_review("CREATE", POD, "u-3"))
     assert pipeline.asked == 2  # the new answer replaced the old one
-    assert len(answers.ANSWERS) == 1
+    assert len(h.engine.answers) == 1
 
 
 def test_an_answer_that_read_the_namespace_is_not_kept() -> None:
@@ -118,7 +117,7 @@ def test_an_answer_that_read_the_namespace_is_not_kept() -> None:
     answer(h, api_review("CREATE", POD, "u-1"))
     answer(h, api_review("CREATE", POD, "u-2"))
     assert pipeline.asked == 2
-    assert len(answers.ANSWERS) == 0
+    assert len(h.engine.answers) == 0
 
 
 @pytest.mark.parametrize("failing", [IGNORED, FAILING])
@@ -127,7 +126,7 @@ def test_an_answer_in_which_a_rule_failed_is_not_kept(failing: Any) -> None:
     answer(h, api_review("CREATE", POD, "u-1"))
     answer(h, api_review("CREATE", POD, "u-2"))
     assert pipeline.asked == 2
-    assert len(answers.ANSWERS) == 0
+    assert len(h.engine.answers) == 0
 
 
 def test_a_second_uid_member_keeps_the_request_out_of_memory() -> None:
@@ -138,24 +137,24 @@ def test_a_second_uid_member_keeps_the_request_out_of_memory() -> None:
         out, code = answer(h, body)
         assert (code, orjson.loads(out)["response"]["uid"]) == (200, "u-9")
     assert pipeline.asked == 2
-    assert len(answers.ANSWERS) == 0
+    assert len(h.engine.answers) == 0
 
 
 def test_nothing_is_kept_when_switched_off() -> None:
-    answers.configure(0)
     h, pipeline = handlers(LABEL)
+    h.engine.answers.configure(0)
     answer(h, api_review("CREATE", POD, "u-1"))
     answer(h, api_review("CREATE", POD, "u-2"))
-    assert (pipeline.asked, len(answers.ANSWERS), answers.ANSWERS.misses) == (2, 0, 0)
+    assert (pipeline.asked, len(h.engine.answers), h.engine.answers.misses) == (2, 0, 0)
 
 
 def test_memory_stays_within_its_bound() -> None:
-    answers.configure(8 * 1024)
     h, _ = handlers(LABEL)
+    h.engine.answers.configure(8 * 1024)
     for i in range(20):
         answer(h, api_review("CREATE", {**POD, "metadata": {**POD["metadata"], "name": f"p{i}"}}, f"u-{i}"))
-    assert 0 < answers.ANSWERS.size <= 8 * 1024
-    assert 0 < len(answers.ANSWERS) < 20
+    assert 0 < h.engine.answers.size <= 8 * 1024
+    assert 0 < len(h.engine.answers) < 20
 
 
 @pytest.mark.parametrize("uid", ["", "a\\u0041", "a b", "é", "a\x01", "x" * 257, "-leading"])

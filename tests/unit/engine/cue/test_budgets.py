@@ -14,7 +14,7 @@ from kinitiras_py.base.errors import CelEvalError, PolicyErrors
 from kinitiras_py.engine.cue import compile_cue
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.policies.compiling import compile_policy
-from kinitiras_py.offline.apply import build_pipeline, compile_all
+from kinitiras_py.offline.apply import build_engine
 
 API = "policy.kcloudlabs.io/v1alpha1"
 NESTED = "[for a in object.spec.containers for b in object.spec.containers for c in object.spec.containers " \
@@ -67,7 +67,7 @@ VALIDATE = 'validate: {valid: len([for c in object.spec.containers for e in c.en
 @pytest.mark.parametrize("policy", [_cop({"cue": "object: _\n" + ENVS}), _cvp("object: _\n" + VALIDATE)],
                          ids=["override", "validate"])
 def test_a_dear_cue_rule_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch, policy: dict[str, Any]) -> None:
-    compiled = compile_all([policy])
+    engine, compiled = build_engine([policy])
     rule = compiled[0].rules[0]
     assert rule.cue is not None and rule.cue.bound.cost > cel.INLINE_COST > rule.cue.bound.base
     hops: list[object] = []
@@ -78,11 +78,10 @@ def test_a_dear_cue_rule_runs_off_the_event_loop(monkeypatch: pytest.MonkeyPatch
         return await real(func, *args, **kwargs)
 
     monkeypatch.setattr(pipeline_module.asyncio, "to_thread", counted)
-    pipeline = build_pipeline(compiled)
     for pad, expected in ((0, 0), (cel.INLINE_BYTES, 1)):
         hops.clear()
         request = Request(operation="CREATE", object=_pod(2, pad), namespace="default", user_info={"username": "t"})
-        decision = asyncio.run(pipeline.admit(request))
+        decision = engine.admit_sync(request)
         assert decision.allowed
         assert len(hops) == expected, (pad, hops)
 

@@ -14,6 +14,9 @@ Only bodies laid out as the API server writes them are looked up: they start wit
 Kubernetes UID has. Anything else takes the full path. An answer is kept only when the decoded
 review's uid is the one found there, so the uid's place is the request's uid and no other
 member. Used from the event loop only.
+
+There are no answers of the process: each :class:`kinitiras_py.Engine` owns its own (the
+webhook's /mutate handler reads and fills its engine's).
 """
 
 from __future__ import annotations
@@ -102,10 +105,3 @@ class Answers(Cache[bytes, Answer]):
 
 DEFAULT_BYTES: Final = 512 * 1024
 """What `serve` keeps unless told otherwise (half of ``--mutation-results-mib``)."""
-ANSWERS = Answers(DEFAULT_BYTES)
-"""The process's remembered answers, used by the /mutate handler."""
-
-
-def configure(max_bytes: int) -> None:
-    """Keep at most ``max_bytes`` of answers (0: none); entries and counters start afresh."""
-    ANSWERS.configure(max_bytes)

@@ -1,0 +1,14 @@
+"""Policies compiled for tests as ``apply`` compiles them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.offline.apply import build_engine
+
+
+def compile_all(policies: Sequence[Obj]) -> list[CompiledPolicy]:
+    """Each of ``policies`` compiled and checked as the webhook admits a policy, in order."""
+    return build_engine(policies)[1]
