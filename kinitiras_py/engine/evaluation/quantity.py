@@ -72,13 +72,24 @@ def _context(prec: int, *, exact: bool) -> decimal.Context:
     """A private context with at least ``prec`` digits and an unbounded exponent range.
 
     With ``exact`` any rounding raises instead of passing silently: such a result would be a bug in
-    the precision estimate, not something to hand back as "exact".
+    the precision estimate, not something to hand back as "exact". The two of :data:`_MIN_PREC`
+    digits, which nearly every quantity needs, are made once: an operation only sets a shared
+    context's flags, which nothing reads, and traps on what it raised itself.
     """
+    if prec <= _MIN_PREC:
+        return _EXACT if exact else _INEXACT
+    return _new_context(prec, exact=exact)
+
+
+def _new_context(prec: int, *, exact: bool) -> decimal.Context:
     traps = [decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow]
     if exact:
         traps += [decimal.Inexact, decimal.Rounded]
     return decimal.Context(prec=max(_MIN_PREC, prec), rounding=decimal.ROUND_HALF_EVEN,
                            Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=traps)
+
+
+_EXACT, _INEXACT = _new_context(_MIN_PREC, exact=True), _new_context(_MIN_PREC, exact=False)
 
 
 def _exponent(d: Decimal) -> int:
