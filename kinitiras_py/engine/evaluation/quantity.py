@@ -102,12 +102,17 @@ def _digits(d: Decimal) -> int:
     return len(d.as_tuple().digits)
 
 
-def _check_bounded(*values: Decimal) -> None:
+def _check_bounded(*values: Decimal) -> list[int]:
+    """Raise unless every value's magnitude and precision are within :data:`_MAX_DIGITS`; the
+    values' numbers of digits (read together with their exponents: ``as_tuple`` is slow)."""
+    counts = []
     for d in values:
-        if d.is_zero():
-            continue
-        if abs(d.adjusted()) > _MAX_DIGITS or abs(_exponent(d)) > _MAX_DIGITS:
+        _, digits, exp = d.as_tuple()
+        assert isinstance(exp, int), "finite Decimal expected"
+        if not d.is_zero() and (abs(d.adjusted()) > _MAX_DIGITS or abs(exp) > _MAX_DIGITS):
             raise QuantityError(f"quantity magnitude {d} is too large or too fine to convert exactly")
+        counts.append(len(digits))
+    return counts
 
 
 def _round_nano(v: Decimal) -> Decimal:
@@ -263,13 +268,13 @@ class Quantity:
             raise ValueError(f"round_to must be positive, got {step}")
         if rounding not in _ROUNDINGS:
             raise ValueError(f"unknown rounding mode {rounding!r}")
-        _check_bounded(self.value, f, step)
-        product = _context(_digits(self.value) + _digits(f) + 1, exact=True).multiply(self.value, f)
+        value_digits, factor_digits, step_digits = _check_bounded(self.value, f, step)
+        product = _context(value_digits + factor_digits + 1, exact=True).multiply(self.value, f)
         pn, pd = product.as_integer_ratio()
         sn, sd = step.as_integer_ratio()
         multiples = _round_ratio(pn * sd, pd * sn, rounding)
         q = Decimal(multiples)
-        result = _context(_digits(q) + _digits(step) + 1, exact=True).multiply(q, step)
+        result = _context(_digits(q) + step_digits + 1, exact=True).multiply(q, step)
         return Quantity(result, self.format)
 
     # -- conversions ------------------------------------------------------------------------
