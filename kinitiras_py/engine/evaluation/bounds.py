@@ -39,18 +39,25 @@ def stop() -> None:
     _clock.deadline = float("inf")
 
 
+def in_time() -> None:
+    """Refuse (ValueError) once the evaluation on this thread has run past its time limit."""
+    try:
+        deadline = _clock.deadline
+    except AttributeError:  # outside an evaluation (a test calling a function directly)
+        return
+    if time.monotonic() > deadline:
+        raise ValueError(f"the evaluation ran longer than its {TIME_LIMIT:g} s limit")
+
+
 def bounded(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
-    """``impl`` refusing to run past the time limit, and lists over :data:`costmodel.FUNCTION_ITEMS`."""
+    """``impl`` refusing to run past the time limit (:func:`in_time`), and lists over
+    :data:`costmodel.FUNCTION_ITEMS`. A function that never returns a list needs only
+    :func:`in_time` before each call."""
     limit = costmodel.FUNCTION_ITEMS
     counted = name in ("range", "lists.range")  # refused before the list exists
 
     def call(*args: Any) -> Any:
-        try:
-            deadline = _clock.deadline
-        except AttributeError:  # outside an evaluation (a test calling it directly)
-            deadline = float("inf")
-        if time.monotonic() > deadline:
-            raise ValueError(f"the evaluation ran longer than its {TIME_LIMIT:g} s limit")
+        in_time()
         if counted and isinstance(args[0], int) and args[0] > limit:
             raise ValueError(f"{name}: {args[0]} is more than the {limit} elements a list may have here")
         result = impl(*args)

@@ -139,27 +139,35 @@ class Program:
         ``remember=False`` leaves the result cache (:mod:`.celmemo`) out: an evaluation made
         while a policy is checked is neither looked up nor kept, nor counted.
         """
-        paths, names = self.bound.paths, self.bound.variables
-        if paths is not None and names is not None:
-            if isinstance(variables, Mapping):
-                bounds.check_size(self.bound, bounds.longest(variables, paths), bounds.largest(variables, names))
-            else:
-                bounds.check_size(self.bound, variables.longest(paths), variables.largest(names, self.bound.bytes))
+        bound = self.bound
+        paths, names = bound.paths, bound.variables
+        # Which of the two kinds ``variables`` is, asked once: an ABC check is slow.
+        mapping: Mapping[str, JSON] | None = None
+        bindings: Bindings | None = None
         if isinstance(variables, Mapping):
-            data = celenv.projected(variables, self.reads)[0]
+            mapping = variables
+        else:
+            bindings = variables
+        if paths is not None and names is not None:
+            if mapping is not None:
+                bounds.check_size(bound, bounds.longest(mapping, paths), bounds.largest(mapping, names))
+            elif bindings is not None:
+                bounds.check_size(bound, bindings.longest(paths), bindings.largest(names, bound.bytes))
+        if mapping is not None:
+            data = celenv.projected(mapping, self.reads)[0]
             memo = celmemo.key(data) if remember else None
         else:
-            memo = variables.key(self.reads) if remember else None
+            memo = bindings.key(self.reads) if remember and bindings is not None else None
         if memo is not None:
             found = celmemo.get(self.source, memo)
             if found is not celmemo.MISSING:
                 return found
         bounds.start()
         try:
-            if isinstance(variables, Mapping):
-                result = _result(self._expression.eval(data=celenv.prepare(data)))
+            if bindings is not None:
+                result = _result(self._expression.eval(activation=bindings.activation(self.reads)))
             else:
-                result = _result(self._expression.eval(activation=variables.activation(self.reads)))
+                result = _result(self._expression.eval(data=celenv.prepare(data)))
         except RuntimeError as e:  # some conversion failures raise instead of yielding an error value
             raise _eval_error(str(e)) from None
         finally:
@@ -262,8 +270,6 @@ def _result(result: Any) -> JSON:
         # Results whose debug text shows either take the slow path.
         text = repr(result)
         plain = celvalues.careful(result) if "null" in text or "optional." in text else result.plain_value()
-        if not celvalues.plain_json(plain):
-            celvalues.check_json(plain)
+        return celvalues.ordered_json(plain)  # cel-cpp's maps come out in an order of their own
     except celvalues.NotJSON as e:
         raise e.error("result") from None
-    return celvalues.ordered(plain)  # cel-cpp's maps come out in an order of their own

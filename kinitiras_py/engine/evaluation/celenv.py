@@ -28,6 +28,8 @@ _TYPES: dict[celext.Kind, cel.Type] = {
     "string": cel.Type.STRING,
     "list": cel.Type.List(cel.Type.DYN),
 }
+_SCALARS = frozenset(("bool", "int", "double", "string"))
+"""Kinds that hold no map (nothing to put in order) and no list (nothing to count)."""
 # An "any" parameter becomes one overload per JSON kind. A dyn parameter would type-check but
 # never match at runtime; google.protobuf.Any would match everything, optionals included, and
 # cel-expr-python crashes converting an optional argument. With concrete kinds an optional
@@ -39,7 +41,11 @@ _ANY = (cel.Type.NULL, cel.Type.BOOL, cel.Type.INT, cel.Type.UINT, cel.Type.DOUB
 def _declaration(function: celext.Function) -> cel.FunctionDecl:
     overloads = []
     for o in function.overloads:
-        impl = celbridge.bridge(function.name, bounds.bounded(function.name, o.impl))
+        scalars = all(p in _SCALARS for p in o.params)
+        if scalars and o.result in _SCALARS:  # no list in, none out: only the time limit applies
+            impl = celbridge.bridge(function.name, o.impl, scalars=True, before=bounds.in_time)
+        else:
+            impl = celbridge.bridge(function.name, bounds.bounded(function.name, o.impl), scalars=scalars)
         signatures = list(itertools.product(*(_ANY if p == "any" else (_TYPES[p],) for p in o.params)))
         for n, params in enumerate(signatures):
             overload_id = o.id if len(signatures) == 1 else f"{o.id}_{n}"

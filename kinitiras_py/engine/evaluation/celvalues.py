@@ -138,6 +138,22 @@ def ordered(value: Any) -> Any:
     return {key: ordered(value[key]) for key in keys}
 
 
+def ordered_json(value: Any) -> Any:
+    """:func:`ordered` of a CEL result, raising :class:`NotJSON` (:func:`check_json`) when it is
+    not plain JSON: at C speed one serialisation tells both, where :func:`plain_json` and then
+    :func:`ordered` would take two."""
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        if not plain_json(value):
+            check_json(value)
+        return value
+    blob = exact_json(value, orjson.OPT_SORT_KEYS | _STRICT)
+    if blob is not None:
+        return orjson.loads(blob) if b"{" in blob else value
+    check_json(value)
+    return ordered(value)
+
+
 _STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
 
 

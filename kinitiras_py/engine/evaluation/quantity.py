@@ -72,13 +72,24 @@ def _context(prec: int, *, exact: bool) -> decimal.Context:
     """A private context with at least ``prec`` digits and an unbounded exponent range.
 
     With ``exact`` any rounding raises instead of passing silently: such a result would be a bug in
-    the precision estimate, not something to hand back as "exact".
+    the precision estimate, not something to hand back as "exact". The two of :data:`_MIN_PREC`
+    digits, which nearly every quantity needs, are made once: an operation only sets a shared
+    context's flags, which nothing reads, and traps on what it raised itself.
     """
+    if prec <= _MIN_PREC:
+        return _EXACT if exact else _INEXACT
+    return _new_context(prec, exact=exact)
+
+
+def _new_context(prec: int, *, exact: bool) -> decimal.Context:
     traps = [decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow]
     if exact:
         traps += [decimal.Inexact, decimal.Rounded]
     return decimal.Context(prec=max(_MIN_PREC, prec), rounding=decimal.ROUND_HALF_EVEN,
                            Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, traps=traps)
+
+
+_EXACT, _INEXACT = _new_context(_MIN_PREC, exact=True), _new_context(_MIN_PREC, exact=False)
 
 
 def _exponent(d: Decimal) -> int:
@@ -91,12 +102,17 @@ def _digits(d: Decimal) -> int:
     return len(d.as_tuple().digits)
 
 
-def _check_bounded(*values: Decimal) -> None:
+def _check_bounded(*values: Decimal) -> list[int]:
+    """Raise unless every value's magnitude and precision are within :data:`_MAX_DIGITS`; the
+    values' numbers of digits (read together with their exponents: ``as_tuple`` is slow)."""
+    counts = []
     for d in values:
-        if d.is_zero():
-            continue
-        if abs(d.adjusted()) > _MAX_DIGITS or abs(_exponent(d)) > _MAX_DIGITS:
+        _, digits, exp = d.as_tuple()
+        assert isinstance(exp, int), "finite Decimal expected"
+        if not d.is_zero() and (abs(d.adjusted()) > _MAX_DIGITS or abs(exp) > _MAX_DIGITS):
             raise QuantityError(f"quantity magnitude {d} is too large or too fine to convert exactly")
+        counts.append(len(digits))
+    return counts
 
 
 def _round_nano(v: Decimal) -> Decimal:
@@ -252,13 +268,13 @@ class Quantity:
             raise ValueError(f"round_to must be positive, got {step}")
         if rounding not in _ROUNDINGS:
             raise ValueError(f"unknown rounding mode {rounding!r}")
-        _check_bounded(self.value, f, step)
-        product = _context(_digits(self.value) + _digits(f) + 1, exact=True).multiply(self.value, f)
+        value_digits, factor_digits, step_digits = _check_bounded(self.value, f, step)
+        product = _context(value_digits + factor_digits + 1, exact=True).multiply(self.value, f)
         pn, pd = product.as_integer_ratio()
         sn, sd = step.as_integer_ratio()
         multiples = _round_ratio(pn * sd, pd * sn, rounding)
         q = Decimal(multiples)
-        result = _context(_digits(q) + _digits(step) + 1, exact=True).multiply(q, step)
+        result = _context(_digits(q) + step_digits + 1, exact=True).multiply(q, step)
         return Quantity(result, self.format)
 
     # -- conversions ------------------------------------------------------------------------

@@ -542,3 +542,19 @@ def test_scaled_down_is_a_truncated_multiple(q: Quantity, factor: Decimal, step:
     assert (got / Fraction(step)).denominator == 1
     assert abs(got) <= abs(exact) < abs(got) + Fraction(step)
     assert result.format is q.format
+
+
+def test_the_shared_exact_context_traps_every_inexact_operation_and_no_exact_one() -> None:
+    # Contexts of the usual precision are made once and shared: an operation sets their flags,
+    # which must never make a later exact operation fail, nor let a later inexact one pass.
+    from kinitiras_py.engine.evaluation import quantity
+
+    exact = quantity._context(10, exact=True)
+    assert exact is quantity._context(50, exact=True)
+    for _ in range(2):
+        with pytest.raises(decimal.Inexact):
+            exact.divide(Decimal(1), Decimal(3))
+        assert exact.multiply(Decimal("1.5"), Decimal(4)) == 6
+        assert parse_quantity("1536Mi").scaled(Decimal("0.5"), Decimal(1)).canonical() == "768Mi"
+    third = quantity._context(10, exact=False).divide(Decimal(1), Decimal(3))  # rounded, not refused
+    assert third.as_tuple().digits == (3,) * 100
