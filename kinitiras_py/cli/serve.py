@@ -67,6 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label-excluded-namespaces", action="store_true",
                    help="label kube-system and our namespace so the webhook skips them (Kubernetes < 1.21 "
                         "has no kubernetes.io/metadata.name label; needs RBAC to patch namespaces)")
+    p.add_argument("--policy-reports", action=argparse.BooleanOptionalAction, default=None,
+                   help="write PolicyReports (wgpolicyk8s.io/v1alpha2) with the rules' results: admission-time "
+                        "Audit and Warn findings, and the background scan's (default: when the API server serves "
+                        "the PolicyReport CRD; only the Lease holder writes)")
+    p.add_argument("--report-writes-per-second", type=_rate, default=10.0,
+                   help="API requests per second at most for writing PolicyReports (default %(default)s)")
     httpflags.add(p)
     p.set_defaults(handler=_serve)
 
@@ -92,6 +98,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 10000:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 10000 per second, not {text}")
+    return value
+
+
 def _mebibytes(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 1024:
@@ -104,6 +117,7 @@ def _serve(args: argparse.Namespace) -> int:
     from kinitiras_py.registration.builder import Registration
     from kinitiras_py.runtime import running
     from kinitiras_py.runtime.certificates import CertSettings
+    from kinitiras_py.runtime.reporting import ReportSettings
     from kinitiras_py.runtime.settings import ServerSettings, Settings
 
     egress = httpflags.egress(args)
@@ -132,6 +146,7 @@ def _serve(args: argparse.Namespace) -> int:
         cel_results_bytes=int(args.cel_results_mib * 1024 * 1024),
         mutation_results_bytes=int(args.mutation_results_mib * 1024 * 1024),
         egress=egress,
+        reports=ReportSettings(enabled=args.policy_reports, writes_per_second=args.report_writes_per_second),
     )
     asyncio.run(running.run(settings))
     return 0

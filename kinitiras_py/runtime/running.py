@@ -18,12 +18,12 @@ from kinitiras_py.cluster.status import StatusWriter
 from kinitiras_py.cluster.store import InformerStore
 from kinitiras_py.engine.compiled import CompiledPolicy
 from kinitiras_py.engine.evaluation import celmemo
-from kinitiras_py.engine.results import RuleFailure
+from kinitiras_py.engine.results import PolicyId, RuleFailure
 from kinitiras_py.refs import outbound
 from kinitiras_py.refs.http import AiohttpClient
 from kinitiras_py.registration.coverage import CoverageGate
 from kinitiras_py.registration.reconciler import Reconciler
-from kinitiras_py.runtime import certificates
+from kinitiras_py.runtime import certificates, reporting
 from kinitiras_py.runtime.settings import Settings
 from kinitiras_py.webhook import answers
 from kinitiras_py.webhook import server as webhook_server
@@ -96,6 +96,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     async def on_policy_change(kind: str, namespace: str | None, name: str, compiled: CompiledPolicy | None,
                                error: str | None) -> None:
         feed.update((kind, namespace, name), compiled)
+        if compiled is None and reports.writer is not None:  # deleted, or refused: it finds nothing any more
+            await reports.writer.forget_policy(PolicyId(kind, namespace, name))
         if not settings.register or compiled is None or gate.in_force(compiled):
             if compiled is None:
                 gate.withdraw(kind, namespace, name)  # narrowing is safe at once
@@ -104,6 +106,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         reconciler.notify()
 
     watch.on_change = on_policy_change
+    reports = await reporting.reporting(settings.reports, api, store.discovery, indexes.validations, certs.is_leader,
+                                        metrics.reports)
     registered = reconciler.ready if settings.register else asyncio.Event()
     if not settings.register:
         registered.set()
@@ -112,6 +116,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
                                        and hooks_built.is_set() and certs.ready()),
                         on_rule_failure=on_rule_failure,
                         on_policy_admitted=reconciler.include if settings.register else None,
+                        findings=reports.feed,
                         failure_policy=settings.registration.failure_policy)
     separate_metrics = bool(settings.server.metrics_address)
     metrics_host, metrics_port = (_split_address(settings.server.metrics_address) if separate_metrics
@@ -122,6 +127,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         shutdown_timeout=settings.server.shutdown_timeout)
     status.start()
     certs.start()
+    reports.start()
     watch.start()
     gauges = asyncio.get_running_loop().create_task(_update_gauges(watch, metrics), name="gauges")
     await server.start()
@@ -149,6 +155,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         await asyncio.gather(_wait(hurry, drain), _step_down(reconciler, certs))
         await server.stop()
         await aiotasks.cancel(gauges)
+        await reports.stop()
         await watch.stop()
         await feed.stop()
         await status.stop()

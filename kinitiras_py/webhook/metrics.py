@@ -16,6 +16,7 @@ from kinitiras_py.admission import mutationmemo
 from kinitiras_py.base.bounded import Cache
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.results import Mutation, PolicyId, RuleFailure, Verdict
+from kinitiras_py.reports.stats import ReportStats
 from kinitiras_py.webhook import answers
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -46,6 +47,9 @@ class Metrics:
         r.register(_Results())
         self.certificate = _Certificate()
         r.register(self.certificate)
+        self.reports = ReportStats()
+        """PolicyReports written, fed by ``serve``'s report writer."""
+        r.register(self.reports)
 
     def observe_mutation(self, mutation: Mutation) -> None:
         """Count what one mutation did, per policy."""
