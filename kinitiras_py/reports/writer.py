@@ -92,13 +92,13 @@ class ReportWriter:
     def __init__(self, api: Transport, is_leader: Callable[[], bool], *, writes_per_second: float = 10.0,
                  stats: ReportStats | None = None, uid_lookup: UidLookup | None = None,
                  clock: Callable[[], float] = time.time, poll: float = 1.0, uid_wait: float = 1.0,
-                 timeout: float = 10.0) -> None:
+                 retry_delay: float = 1.0, timeout: float = 10.0) -> None:
         self._api, self._is_leader = api, is_leader
         self._bucket = TokenBucket(writes_per_second)
         self.stats = stats or ReportStats()
         self._uid_lookup = uid_lookup
         self.ledger = Ledger(clock)
-        self._poll, self._uid_wait, self._timeout = poll, uid_wait, timeout
+        self._poll, self._uid_wait, self._retry_delay, self._timeout = poll, uid_wait, retry_delay, timeout
         self._dirty: dict[Key, None] = {}
         self._later: list[tuple[float, int, Key]] = []
         self._tries: dict[Key, int] = {}
@@ -159,10 +159,10 @@ class ReportWriter:
         while True:
             if not self._is_leader():
                 self._step_down()
-                await self._sleep(self._poll)
+                await asyncio.sleep(self._poll)  # not woken by new results: they wait for leadership
                 continue
             if not self._leading and not await self._take_over():
-                await self._sleep(self._poll)
+                await asyncio.sleep(self._poll)
                 continue
             key = self._next()
             if key is None:
@@ -300,7 +300,7 @@ class ReportWriter:
         self._account(key, known, desired)
 
     def _retry(self, key: Key, error: BaseException) -> None:
-        if not self._again(key, 1.0):
+        if not self._again(key, self._retry_delay):
             log.warning("PolicyReports of %s not written after %d tries: %s", key[0], RETRIES, error)
 
     def _account(self, key: Key, known: Written | None, desired: list[Obj]) -> None:
