@@ -16,6 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kinitiras_py.certs import authority
 from kinitiras_py.certs.tls import ReloadableTLS
+from kinitiras_py.reports.admission import AdmissionFeed
+from kinitiras_py.reports.writer import ReportWriter
 from kinitiras_py.runtime.running import update_gauges
 from kinitiras_py.webhook.app import make_app
 from kinitiras_py.webhook.handlers import Handlers
@@ -30,6 +32,7 @@ from tests.functional.test_webhook import (
     post,
     review,
 )
+from tests.unit.reports.test_writer import FakeServer
 
 LABEL_CM = yaml.safe_load("""
 apiVersion: policy.kcloudlabs.io/v1alpha1
@@ -111,6 +114,14 @@ async def exercise(aiohttp_client: Any) -> tuple[Handlers, TestClient]:
     handlers = make_handlers([OVERSELL, LABEL_CM, DENY_NS, CM_CHECK, CM_AUDIT, owner_policy("Ignore"),
                               fail_on_accounts])
     handlers.metrics.certificate.tls = ReloadableTLS(SERVING.cert, SERVING.key)
+
+    async def uid(_resource: object) -> str:
+        return "uid-c"
+
+    # The ConfigMap's Audit and Warn findings go into its PolicyReport, as `serve --policy-reports` does.
+    writer = ReportWriter(FakeServer(), lambda: True, writes_per_second=1000, stats=handlers.metrics.reports,
+                          uid_lookup=uid, poll=0.01)
+    handlers.findings = AdmissionFeed(writer, handlers.pipeline.validations)
     client: TestClient = await aiohttp_client(make_app(handlers))
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
     renamed = {**DEPLOYMENT, "metadata": {**DEPLOYMENT["metadata"], "name": "another"}}
@@ -123,6 +134,13 @@ async def exercise(aiohttp_client: Any) -> tuple[Handlers, TestClient]:
                            ("/mutate", api_review("CREATE", DEPLOYMENT, "u-1")),
                            ("/mutate", api_review("CREATE", DEPLOYMENT, "u-2"))]:
         await post(client, endpoint, body)
+    writer.start()
+    try:
+        await handlers.findings.drain()
+        await asyncio.sleep(0.05)
+        await writer.idle()
+    finally:
+        await writer.stop()
     synced = _Informer()
     synced.synced.set()
     update_gauges(_Watch({"ClusterOverridePolicy": synced, "OverridePolicy": _Informer()}), handlers.metrics)  # type: ignore[arg-type]
@@ -179,6 +197,13 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
         ("kinitiras_informer_synced", (("kind", "OverridePolicy"),)): 0.0,
         ("kinitiras_policies", (("kind", "ClusterOverridePolicy"),)): 3.0,
         ("kinitiras_policies", (("kind", "OverridePolicy"),)): 1.0,
+        # cm-audit's rules 0 and 2 (Audit) fail, rule 1 (Warn only) warns: one PolicyReport.
+        ("kinitiras_policy_reports", (("kind", "PolicyReport"),)): 1.0,
+        ("kinitiras_policy_report_results", (("result", "fail"),)): 2.0,
+        ("kinitiras_policy_report_results", (("result", "warn"),)): 1.0,
+        ("kinitiras_policy_report_requests_total", (("operation", "apply"), ("outcome", "ok"))): 1.0,
+        ("kinitiras_policy_report_requests_total", (("operation", "list"), ("outcome", "ok"))): 2.0,
+        ("kinitiras_policy_report_leader", ()): 1.0,
     }
     assert {key: found.get(key) for key in expected} == expected
     assert found[("kinitiras_cel_results_evaluated_total", ())] >= 1.0
@@ -192,6 +217,7 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     exported = {f.name for f in text_string_to_metric_families(handlers.metrics.render().decode())
                 if not f.name.endswith("_created")}  # the client's creation timestamps
     moved = {name.removesuffix("_total").removesuffix("_count") for name, _labels in expected}
+    moved |= {"kinitiras_policy_report_pending"}  # back to 0 once written: the writer's tests see it move
     moved |= {"kinitiras_cel_results_evaluated", "kinitiras_cel_results_bytes", "kinitiras_mutation_results_evaluated",
               "kinitiras_mutation_results_bytes", "kinitiras_mutation_answers_bytes"}
     assert exported == moved

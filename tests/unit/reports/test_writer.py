@@ -113,7 +113,8 @@ async def test_only_the_leader_writes_and_the_latest_state_wins() -> None:
 
 async def test_a_new_leader_overwrites_instead_of_duplicating_and_removes_parts_no_longer_needed() -> None:
     server = FakeServer()
-    many = [r(PolicyId("ClusterValidatePolicy", None, f"p{i:03d}"), 0, "fail") for i in range(2 * build.MAX_RESULTS + 1)]
+    many = [r(PolicyId("ClusterValidatePolicy", None, f"p{i:03d}"), 0, "fail")
+            for i in range(2 * build.MAX_RESULTS + 1)]
     old = writer(server, Lead())
     old.start()
     await old.publish(POD, "u1", many)
