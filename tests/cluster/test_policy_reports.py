@@ -29,7 +29,8 @@ def r(policy: PolicyId, rule: int, outcome: str, message: str = "") -> RuleResul
 
 
 def writer(api: Any, leading: Callable[[], bool] = lambda: True) -> ReportWriter:
-    return ReportWriter(api, leading, writes_per_second=50, poll=0.05, uid_lookup=uid_lookup(api, Discovery(api).resolve))
+    return ReportWriter(api, leading, writes_per_second=50, poll=0.05,
+                        uid_lookup=uid_lookup(api, Discovery(api).resolve))
 
 
 async def configmap(cluster: Cluster, namespace: str, name: str) -> tuple[ResourceRef, str]:
@@ -85,7 +86,8 @@ async def test_create_update_split_take_over_and_forget(cluster: Cluster, api: A
         assert list(found) == [uid] and found[uid]["summary"]["pass"] == 3 and found[uid]["summary"]["fail"] == 0
 
         # Many results: parts; fewer again: the extra parts go.
-        many = [r(PolicyId("ClusterValidatePolicy", None, f"p{i:03d}"), 0, "fail") for i in range(build.MAX_RESULTS + 3)]
+        many = [r(PolicyId("ClusterValidatePolicy", None, f"p{i:03d}"), 0, "fail")
+                for i in range(build.MAX_RESULTS + 3)]
         await w.publish(pod, uid, many)
         await w.idle(30)
         found = await reports(cluster, namespace)
@@ -142,7 +144,7 @@ async def test_admission_findings_of_a_created_object_find_its_uid_and_go_with_i
         # As on CREATE: the finding arrives before the API server gave the object a uid.
         await w.add_admission_findings(ResourceRef("v1", "ConfigMap", namespace, "fresh"), "",
                                        [r(A, 0, "fail", "audit finding")])
-        pod, uid = await configmap(cluster, namespace, "fresh")
+        _, uid = await configmap(cluster, namespace, "fresh")
         await run_until_idle(w)
         found = await reports(cluster, namespace)
         assert list(found) == [uid]
