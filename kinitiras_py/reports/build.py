@@ -78,17 +78,19 @@ def reference(resource: ResourceRef, uid: str) -> Obj:
 def entry(stamped: Stamped, resource: ResourceRef, uid: str) -> Obj:
     """One ``results`` entry."""
     one = stamped.result
-    return {
+    out: Obj = {
         "source": SOURCE,
         "policy": policy_name(one.policy),
         "rule": rule_name(one),
         "result": one.result,
         "scored": True,
-        "message": _message(one.message),
         "timestamp": _timestamp(stamped.when),
         "resources": [reference(resource, uid)],
         "properties": {"policyKind": one.policy.kind, "ruleType": one.type},
     }
+    if one.message:  # left out when empty: server-side apply of 1.20 turns "" into a null it refuses
+        out["message"] = _message(one.message)
+    return out
 
 
 def summary(entries: Iterable[Obj]) -> dict[str, int]:

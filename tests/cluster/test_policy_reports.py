@@ -24,8 +24,8 @@ A = PolicyId("ClusterValidatePolicy", None, "require-team")
 B = PolicyId("ValidatePolicy", "team-a", "no-latest")
 
 
-def r(policy: PolicyId, rule: int, outcome: str, message: str = "") -> RuleResult:
-    return RuleResult(policy, rule, "validate", outcome, message or f"{policy.name} {outcome}")
+def r(policy: PolicyId, rule: int, outcome: str, message: str | None = None) -> RuleResult:
+    return RuleResult(policy, rule, "validate", outcome, f"{policy.name} {outcome}" if message is None else message)
 
 
 def writer(api: Any, leading: Callable[[], bool] = lambda: True) -> ReportWriter:
@@ -79,8 +79,8 @@ async def test_create_update_split_take_over_and_forget(cluster: Cluster, api: A
         assert [row.split()[:7] for row in rows if row.split()[1] == uid] == [
             [namespace, uid, "1", "1", "1", "0", "0"]]
 
-        # Fixed: the same report, updated in place.
-        await w.publish(pod, uid, [r(A, 0, "pass"), r(B, 0, "pass"), r(B, 1, "pass")])
+        # Fixed: the same report, updated in place (passes say nothing: no message).
+        await w.publish(pod, uid, [r(A, 0, "pass", ""), r(B, 0, "pass", ""), r(B, 1, "pass", "")])
         await w.idle(30)
         found = await reports(cluster, namespace)
         assert list(found) == [uid] and found[uid]["summary"]["pass"] == 3 and found[uid]["summary"]["fail"] == 0
