@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import aiohttp
 
 from kinitiras_py.admission.results import ResourceRef, RuleResult
-from kinitiras_py.api.reports import API_VERSION
 from kinitiras_py.base import aiotasks
+from kinitiras_py.base.ratelimit import TokenBucket
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import ApiException, Resource, Transport
 from kinitiras_py.engine.results import PolicyId
@@ -48,6 +48,8 @@ UID_TRIES = 5
 """Times the uid of an object known by reference is looked for before its results are dropped."""
 RETRIES = 5
 """Times a write failing for a passing reason (5xx, 429, no answer) is tried again."""
+TAKEOVER_RETRY = 5.0
+"""Seconds between attempts to list the existing reports (the CRD missing, the API server away)."""
 _ERRORS = (ApiException, aiohttp.ClientError, TimeoutError, OSError)
 UidLookup = Callable[[ResourceRef], Awaitable[str | None]]
 
@@ -62,28 +64,6 @@ class Written:
     digest: str
     counts: tuple[tuple[str, int], ...] = ()
     """Results by result, in the reports this replica wrote (empty for reports found by listing)."""
-
-
-class TokenBucket:
-    """At most ``rate`` takes per second, in bursts of up to ``rate`` (at least one)."""
-
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
-        if not rate > 0:
-            raise ValueError("the rate must be positive")
-        self.rate, self._clock = rate, clock
-        self.capacity = max(1.0, rate)
-        self._tokens, self._at = self.capacity, clock()
-
-    async def take(self) -> None:
-        """Wait for a token and take it."""
-        while True:
-            now = self._clock()
-            self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
-            self._at = now
-            if self._tokens >= 1:
-                self._tokens -= 1
-                return
-            await asyncio.sleep((1 - self._tokens) / self.rate)
 
 
 class ReportWriter:
@@ -162,7 +142,7 @@ class ReportWriter:
                 await asyncio.sleep(self._poll)  # not woken by new results: they wait for leadership
                 continue
             if not self._leading and not await self._take_over():
-                await asyncio.sleep(self._poll)
+                await asyncio.sleep(max(self._poll, TAKEOVER_RETRY))
                 continue
             key = self._next()
             if key is None:
@@ -392,4 +372,4 @@ def uid_lookup(api: Transport, resolve: Callable[[str, str], Awaitable[Resource]
     return lookup
 
 
-__all__ = ["API_VERSION", "ReportWriter", "TokenBucket", "uid_lookup"]
+__all__ = ["ReportWriter", "uid_lookup"]

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from kinitiras_py.admission.results import ResourceRef, RuleResult
+from kinitiras_py.base.ratelimit import TokenBucket
 from kinitiras_py.cluster.client import ApiException
 from kinitiras_py.engine.results import PolicyId
 from kinitiras_py.reports import build
-from kinitiras_py.reports.writer import ReportWriter, TokenBucket
+from kinitiras_py.reports.writer import ReportWriter
 from tests.unit.cluster.conftest import eventually
 
 POD = ResourceRef("v1", "Pod", "ns", "web")
