@@ -19,7 +19,7 @@ from kinitiras_py.admission.results import ResourceRef, RuleResult, validate_res
 from kinitiras_py.base import aiotasks
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.compiled import CompiledPolicy
-from kinitiras_py.engine.results import Verdict
+from kinitiras_py.engine.results import RuleCheck, Verdict
 from kinitiras_py.reports.sink import ReportSink
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,8 @@ class AdmissionFeed:
 
     def __init__(self, sink: ReportSink, policies: Policies, capacity: int = QUEUE) -> None:
         self._sink, self._policies = sink, policies
-        self._queue: collections.deque[tuple[Obj, Verdict]] = collections.deque(maxlen=capacity)
+        # Only the object's reference and the checks are kept: a burst holds no objects in memory.
+        self._queue: collections.deque[tuple[ResourceRef, str, list[RuleCheck]]] = collections.deque(maxlen=capacity)
         self._ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.dropped = 0
@@ -53,19 +54,21 @@ class AdmissionFeed:
             return
         if len(self._queue) == self._queue.maxlen:
             self.dropped += 1
-        self._queue.append((obj, verdict))
+        meta = obj.get("metadata")
+        uid = str(meta.get("uid") or "") if isinstance(meta, dict) else ""
+        self._queue.append((ResourceRef.of(obj), uid, verdict.checks))
         self._ready.set()
 
-    def results(self, obj: Obj, verdict: Verdict) -> list[RuleResult]:
-        """The results of the Warn and Audit rules ``verdict`` evaluated on ``obj``."""
+    def results(self, checks: list[RuleCheck]) -> list[RuleResult]:
+        """The results of the Warn and Audit rules among ``checks`` (an allowed validation's)."""
         matched: list[tuple[CompiledPolicy, Any]] = []
-        for check in verdict.checks:
+        for check in checks:
             pid = check.rule.policy
             policy = self._policies.get(pid.kind, pid.namespace, pid.name)
             rule = next((r for r in policy.rules if r.index == check.rule.rule), None) if policy else None
             if policy is not None and rule is not None and REPORTED & rule.actions:
                 matched.append((policy, rule))
-        decision = Decision(True, "", [], obj, [], [], checks=verdict.checks)
+        decision = Decision(True, "", [], {}, [], [], checks=checks)
         return validate_results(decision, matched)
 
     def start(self) -> None:
@@ -97,9 +100,7 @@ class AdmissionFeed:
                 await asyncio.sleep(0)  # requests first
 
     async def _one(self) -> None:
-        obj, verdict = self._queue.popleft()
-        found = self.results(obj, verdict)
+        resource, uid, checks = self._queue.popleft()
+        found = self.results(checks)
         if found:
-            meta = obj.get("metadata")
-            uid = str(meta.get("uid") or "") if isinstance(meta, dict) else ""
-            await self._sink.add_admission_findings(ResourceRef.of(obj), uid, found)
+            await self._sink.add_admission_findings(resource, uid, found)

@@ -35,15 +35,15 @@ class ReportStats:
 
     def collect(self) -> Iterator[Metric]:
         """The five families."""
-        reports = GaugeMetricFamily("kinitiras_policy_reports", "PolicyReports this replica wrote, by kind",
+        reports = GaugeMetricFamily("kinitiras_reports", "PolicyReports this replica wrote, by kind",
                                     labels=["kind"])
         for kind, count in self.reports.items():
             reports.add_metric([kind], count)
-        results = GaugeMetricFamily("kinitiras_policy_report_results",
+        results = GaugeMetricFamily("kinitiras_report_results",
                                     "Results in the PolicyReports this replica wrote, by result", labels=["result"])
         for result, count in self.results.items():
             results.add_metric([result], count)
-        requests = CounterMetricFamily("kinitiras_policy_report_requests",
+        requests = CounterMetricFamily("kinitiras_report_requests",
                                        "API requests writing PolicyReports, by operation and outcome",
                                        labels=["operation", "outcome"])
         for (operation, outcome), count in list(self.requests.items()):
@@ -51,7 +51,7 @@ class ReportStats:
         yield reports
         yield results
         yield requests
-        yield GaugeMetricFamily("kinitiras_policy_report_pending", "Objects whose PolicyReports wait to be written",
+        yield GaugeMetricFamily("kinitiras_report_pending", "Objects whose PolicyReports wait to be written",
                                 value=self.pending)
-        yield GaugeMetricFamily("kinitiras_policy_report_leader", "1 while this replica writes PolicyReports",
+        yield GaugeMetricFamily("kinitiras_report_leader", "1 while this replica writes PolicyReports",
                                 value=1 if self.leading else 0)
