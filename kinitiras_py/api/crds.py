@@ -1,7 +1,8 @@
-"""The four CustomResourceDefinitions (apiextensions.k8s.io/v1), built from the models.
+"""The CustomResourceDefinitions (apiextensions.k8s.io/v1): the four policy kinds, built from the
+models, and the PolicyReport kinds (:mod:`.reports`).
 
 ``python -m kinitiras_py.api.crds [DIR]`` (or ``kinitiras-py crds --write DIR``) writes one
-``policy.kcloudlabs.io_<plural>.yaml`` per kind and a ``kustomization.yaml`` listing them; the
+``<group>_<plural>.yaml`` per kind and a ``kustomization.yaml`` listing them; the
 checked-in copies live in the top-level ``api/`` folder and a test fails when they drift.
 
 The schemas are structural and target Kubernetes 1.20: no ``x-kubernetes-validations``; defaults
@@ -19,6 +20,7 @@ import yaml
 
 from kinitiras_py.api import schema
 from kinitiras_py.api.policies import API_VERSION, GROUP, POLICY_CLASSES, VERSION, BasePolicy
+from kinitiras_py.api.reports import report_crds
 from kinitiras_py.api.status import PolicyStatus
 from kinitiras_py.base.typedefs import Obj
 
@@ -93,13 +95,14 @@ def build_crd(cls: type[BasePolicy]) -> Obj:
 
 
 def build_crds() -> list[Obj]:
-    """The four CustomResourceDefinitions, in the order OP, COP, CVP, VP."""
-    return [build_crd(cls) for cls in POLICY_CLASSES]
+    """Every CustomResourceDefinition kinitiras-py installs: the policy kinds in the order OP, COP,
+    CVP, VP, then PolicyReport and ClusterPolicyReport."""
+    return [build_crd(cls) for cls in POLICY_CLASSES] + report_crds()
 
 
 def file_name(crd: Obj) -> str:
-    """``policy.kcloudlabs.io_<plural>.yaml``, the file a CRD is written to."""
-    return f"{GROUP}_{crd['spec']['names']['plural']}.yaml"
+    """``<group>_<plural>.yaml``, the file a CRD is written to."""
+    return f"{crd['spec']['group']}_{crd['spec']['names']['plural']}.yaml"
 
 
 def crd_files() -> dict[str, str]:

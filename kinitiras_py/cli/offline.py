@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,6 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results", metavar="FILE",
                    help="write every result as JSON (per object and rule, the summary and totals) to FILE; "
                         "- writes it on stdout instead of the objects' results")
+    p.add_argument("--policy-report", metavar="FILE",
+                   help="write the rules' results as PolicyReports (wgpolicyk8s.io/v1alpha2) YAML to FILE, one "
+                        "per object with results (ClusterPolicyReport for an object without a namespace); - writes "
+                        "them on stdout instead of the objects' results")
     httpflags.add(p)
     p.set_defaults(handler=guarded(_apply))
 
@@ -148,7 +153,10 @@ def _apply(args: argparse.Namespace) -> int:
     from kinitiras_py.offline import apply, loader
     from kinitiras_py.offline.dumper import dump_yaml, dump_yaml_all
     from kinitiras_py.offline.policyfiles import load_policies
+    from kinitiras_py.reports import build
 
+    if args.results == "-" and args.policy_report == "-":
+        return _error("--results - and --policy-report - would both write on stdout: give one of them a file")
     egress = httpflags.egress(args)
     if isinstance(egress, str):
         return _error(egress)
@@ -173,10 +181,20 @@ def _apply(args: argparse.Namespace) -> int:
             sys.stdout.write(text + "\n")
         else:
             Path(args.results).write_text(text + "\n")
-    if args.results != "-" and args.output == "json":
+    if args.policy_report:
+        reports = dump_yaml_all(build.offline_reports(outcome.objects, time.time()))
+        if args.policy_report == "-":
+            sys.stdout.write(reports)
+        else:
+            try:
+                Path(args.policy_report).write_text(reports)
+            except OSError as e:
+                return _error(f"--policy-report {args.policy_report}: {e.strerror or e}")
+    on_stdout = "-" in (args.results, args.policy_report)
+    if not on_stdout and args.output == "json":
         value = shown[0] if len(shown) == 1 else shown
         sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
-    elif args.results != "-":
+    elif not on_stdout:
         sys.stdout.write(dump_yaml(shown[0]) if len(shown) == 1 else dump_yaml_all(shown))
     sys.stderr.write(results.summary_text(outcome.policies, outcome.objects))
     return 0 if all(o.decision.allowed for o in outcome.objects) else 1

@@ -74,6 +74,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="at most this share (0 to 1) of the webhook's event loop goes to the background scan "
                         "(default %(default)s)")
     p.add_argument("--no-scan", action="store_true", help="do not scan existing objects in the background")
+    p.add_argument("--policy-reports", action=argparse.BooleanOptionalAction, default=None,
+                   help="write PolicyReports (wgpolicyk8s.io/v1alpha2) with the rules' results: admission-time "
+                        "Audit and Warn findings, and the background scan's (default: when the API server serves "
+                        "the PolicyReport CRD; only the Lease holder writes)")
+    p.add_argument("--report-writes-per-second", type=_rate, default=10.0,
+                   help="API requests per second at most for writing PolicyReports (default %(default)s)")
     httpflags.add(p)
     p.set_defaults(handler=_serve)
 
@@ -106,6 +112,13 @@ def _share(text: str) -> float:
     return value
 
 
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 10000:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 10000 per second, not {text}")
+    return value
+
+
 def _mebibytes(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 1024:
@@ -118,6 +131,7 @@ def _serve(args: argparse.Namespace) -> int:
     from kinitiras_py.registration.builder import Registration
     from kinitiras_py.runtime import running
     from kinitiras_py.runtime.certificates import CertSettings
+    from kinitiras_py.runtime.reporting import ReportSettings
     from kinitiras_py.runtime.settings import ScanSettings, ServerSettings, Settings
 
     egress = httpflags.egress(args)
@@ -147,6 +161,7 @@ def _serve(args: argparse.Namespace) -> int:
         mutation_results_bytes=int(args.mutation_results_mib * 1024 * 1024),
         scan=ScanSettings(enabled=not args.no_scan, period=args.scan_period, cpu_share=args.scan_cpu_share),
         egress=egress,
+        reports=ReportSettings(enabled=args.policy_reports, writes_per_second=args.report_writes_per_second),
     )
     asyncio.run(running.run(settings))
     return 0

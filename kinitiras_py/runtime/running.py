@@ -16,12 +16,12 @@ from kinitiras_py.cluster.policywatch import PolicyWatch
 from kinitiras_py.cluster.status import StatusWriter
 from kinitiras_py.cluster.store import InformerStore
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
-from kinitiras_py.engine.policies.results import RuleFailure
+from kinitiras_py.engine.policies.results import PolicyId, RuleFailure
 from kinitiras_py.refs import outbound
 from kinitiras_py.refs.http import AiohttpClient
 from kinitiras_py.registration.coverage import CoverageGate
 from kinitiras_py.registration.reconciler import Reconciler
-from kinitiras_py.runtime import certificates
+from kinitiras_py.runtime import certificates, reporting
 from kinitiras_py.runtime.settings import Settings
 from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.metrics import ScanMetrics
@@ -47,8 +47,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
               started: Callable[[int], Awaitable[None]] | None = None, sink: ReportSink | None = None) -> None:
     """Serve until ``stop`` is set (or SIGTERM/SIGINT), then shut down in order.
 
-    The background scan (unless ``settings.scan`` switches it off) writes its results to ``sink``;
-    until the PolicyReport writer is wired in, the default logs them.
+    The background scan (unless ``settings.scan`` switches it off) writes its results to ``sink``:
+    by default the PolicyReport writer, or a log when PolicyReports are off (``--no-policy-reports``,
+    or the API server does not serve their CRD).
 
     Once asked to stop, the replica gives up the Lease at once and keeps answering for
     ``settings.server.drain_seconds`` (the API server may send requests until it sees the pod
@@ -105,6 +106,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         feed.update((kind, namespace, name), compiled)
         if scanner is not None:
             await scanner.on_policy(kind, namespace, name, compiled)
+        if compiled is None and reports.writer is not None:  # deleted, or refused: it finds nothing any more
+            await reports.writer.forget_policy(PolicyId(kind, namespace, name))
         if not settings.register or compiled is None or gate.in_force(compiled):
             if compiled is None:
                 gate.withdraw(kind, namespace, name)  # narrowing is safe at once
@@ -113,8 +116,10 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         reconciler.notify()
 
     watch.on_change = on_policy_change
-    scanner = (Scanner(api, sink or LoggingSink(), Context(store, http, egress, settings.lookup_timeout),
-                       store.discovery, period=settings.scan.period, cpu_share=settings.scan.cpu_share,
+    reports = await reporting.reporting(settings.reports, api, store.discovery, engine.validations, certs.is_leader,
+                                        metrics.reports)
+    context = Context(store, http, egress, settings.lookup_timeout)
+    scanner = (Scanner(api, sink or reports.writer or LoggingSink(), context, store.discovery, period=settings.scan.period, cpu_share=settings.scan.cpu_share,
                        metrics=ScanMetrics(metrics.registry), ready=watch.synced)
                if settings.scan.enabled else None)
     registered = reconciler.ready if settings.register else asyncio.Event()
@@ -125,6 +130,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
                                        and hooks_built.is_set() and certs.ready()),
                         on_rule_failure=on_rule_failure,
                         on_policy_admitted=reconciler.include if settings.register else None,
+                        findings=reports.feed,
                         failure_policy=settings.registration.failure_policy)
     separate_metrics = bool(settings.server.metrics_address)
     metrics_host, metrics_port = (_split_address(settings.server.metrics_address) if separate_metrics
@@ -137,6 +143,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     if scanner is not None and certs.elector is not None:
         certs.elector.on_change(scanner.on_leading)  # only the Lease holder scans and writes reports
     certs.start()
+    reports.start()
     watch.start()
     gauges = asyncio.get_running_loop().create_task(_update_gauges(watch, metrics), name="gauges")
     await server.start()
@@ -168,6 +175,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         await aiotasks.cancel(gauges)
         if scanner is not None:
             await scanner.stop()
+        await reports.stop()
         await watch.stop()
         await feed.stop()
         await status.stop()

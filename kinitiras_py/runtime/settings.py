@@ -10,6 +10,7 @@ from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.refs.egress import Egress
 from kinitiras_py.registration.builder import Registration
 from kinitiras_py.runtime.certificates import CertSettings
+from kinitiras_py.runtime.reporting import ReportSettings
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ class Settings:
     """Memory for whole mutations remembered by all their inputs, half of it for their answers
     remembered by the request's bytes (0: none)."""
     scan: ScanSettings = field(default_factory=ScanSettings)
+    reports: ReportSettings = field(default_factory=ReportSettings)
+    """Whether and how fast PolicyReports are written (``--policy-reports``)."""
     egress: Egress = field(default_factory=Egress)
     """What http references may call (``--http-allow``, ``--http-namespaced``); the API server's
     addresses are added to the guarded ones at start."""

@@ -14,6 +14,7 @@ from kinitiras_py.admission.engine import Engine
 from kinitiras_py.base.errors import ReviewError
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.engine.policies.results import RuleFailure
+from kinitiras_py.reports.admission import AdmissionFeed
 from kinitiras_py.webhook import body, codec
 from kinitiras_py.webhook.deadlines import Deadlines
 from kinitiras_py.webhook.metrics import Metrics
@@ -35,6 +36,8 @@ class Handlers:
     on_policy_admitted: Callable[[CompiledPolicy], None] | None = None
     """Told of each valid policy being admitted (e.g. to start widening the webhook rules); it must
     return at once: nothing slow runs inside the request's deadline."""
+    findings: AdmissionFeed | None = None
+    """Where allowed validations go for the PolicyReports (queued at once, reported off the request's path)."""
     failure_policy: str = "Fail"
     """The failurePolicy the webhook is registered with. A request stopped by the deadline or an
     internal error is answered as the API server treats a failed call under it: Ignore admits the
@@ -166,6 +169,8 @@ class Handlers:
                 log.info("audit", extra={"uid": review.uid, "finding": entry})
         if verdict.failure is not None:
             self._report(verdict.failure, req.dry_run)
+        if self.findings is not None and verdict.allowed:
+            self.findings.offer(req.object, req.operation, req.dry_run, verdict)
         if not verdict.allowed:
             return codec.denied(review.api_version, review.uid, verdict.message, 403, warnings + verdict.warnings), 403
         return codec.allowed(review.api_version, review.uid, None, warnings + verdict.warnings, verdict.audit), 200

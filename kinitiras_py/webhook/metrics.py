@@ -15,6 +15,7 @@ from prometheus_client.utils import floatToGoString
 from kinitiras_py.admission.engine import Engine
 from kinitiras_py.base.bounded import Cache
 from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleFailure, Verdict
+from kinitiras_py.reports.stats import ReportStats
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # 2.0 is 80% of the default 2.5 s deadline: the alert on p99 near the deadline reads that bucket edge.
@@ -45,6 +46,9 @@ class Metrics:
         r.register(self.caches)
         self.certificate = _Certificate()
         r.register(self.certificate)
+        self.reports = ReportStats()
+        """PolicyReports written, fed by ``serve``'s report writer."""
+        r.register(self.reports)
 
     def observe_mutation(self, mutation: Mutation) -> None:
         """Count what one mutation did, per policy."""

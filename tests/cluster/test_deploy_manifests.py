@@ -80,7 +80,7 @@ def test_base_renders_everything_into_the_namespace(base: list[Obj]) -> None:
     kinds = sorted({d["kind"] for d in base})
     assert kinds == ["ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Deployment", "Namespace",
                      "PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"]
-    assert len(by_kind(base, "CustomResourceDefinition")) == 4
+    assert len(by_kind(base, "CustomResourceDefinition")) == 6  # four policy kinds, two report kinds
     assert not by_kind(base, "MutatingWebhookConfiguration")  # written by the controller at runtime
     for doc in base:
         if doc["kind"] in ("Deployment", "Service", "ServiceAccount", "Role", "RoleBinding", "PodDisruptionBudget"):
@@ -296,12 +296,18 @@ def test_rbac_grants_what_the_controller_needs_and_no_more(cluster: Cluster, ser
                ("create", "secrets", "-n", NAMESPACE), ("patch", "secrets", "-n", NAMESPACE),
                ("update", "leases", "-n", NAMESPACE),
                ("patch", "mutatingwebhookconfigurations/kinitiras-py"), ("create", "validatingwebhookconfigurations"),
-               ("watch", "deployments.apps", "-A"), ("list", "replicasets.apps", "-A"), ("get", "namespaces")]
+               ("watch", "deployments.apps", "-A"), ("list", "replicasets.apps", "-A"), ("get", "namespaces"),
+               ("patch", "policyreports.wgpolicyk8s.io", "-n", "default"),
+               ("create", "clusterpolicyreports.wgpolicyk8s.io"),
+               ("delete", "policyreports.wgpolicyk8s.io", "-n", "default"),
+               ("list", "policyreports.wgpolicyk8s.io", "-A")]
     denied = [("update", "clusteroverridepolicies.policy.kcloudlabs.io"), ("get", "secrets", "-n", "default"),
               ("delete", "secrets", "-n", NAMESPACE), ("patch", "mutatingwebhookconfigurations/someone-else"),
               ("delete", "mutatingwebhookconfigurations/kinitiras-py"), ("patch", "namespaces"),
               ("create", "pods", "-n", "default"), ("list", "secrets", "-A"),
-              ("list", "configmaps", "-A"), ("get", "configmaps", "-n", "kube-system"), ("list", "pods", "-A")]
+              ("list", "configmaps", "-A"), ("get", "configmaps", "-n", "kube-system"), ("list", "pods", "-A"),
+              ("update", "policyreports.wgpolicyk8s.io", "-n", "default"),
+              ("watch", "clusterpolicyreports.wgpolicyk8s.io")]
     deadline = time.monotonic() + 20  # the aggregated reader role is filled in by a controller
     while not can_i(cluster, "watch", "deployments.apps", "-A") and time.monotonic() < deadline:
         time.sleep(0.3)

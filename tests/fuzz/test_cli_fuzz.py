@@ -212,12 +212,13 @@ SINGLE_VALUED = [["--operation", "CREATE"], ["--namespace", "team-a"], ["-o", "j
        olds=st.lists(st.one_of(DOCUMENTS, st.sampled_from(RESOURCE_TEXTS).map(str.encode)), max_size=3),
        operation=st.sampled_from(["CREATE", "UPDATE", "DELETE"]),
        options=st.lists(st.sampled_from(SINGLE_VALUED), max_size=3),
-       results=st.sampled_from([None, "-", "file"]))
+       results=st.sampled_from([None, "-", "file"]), report=st.sampled_from([None, "-", "file", "nowhere"]))
 def test_apply_on_many_objects_never_crashes(policy: bytes, resources: list[bytes], joined: bool, directory: bool,
                                              olds: list[bytes], operation: str, options: list[list[str]],
-                                             results: str | None) -> None:
+                                             results: str | None, report: str | None) -> None:
     """Several --resource files, one multi-document file or a directory; old resources paired by
-    identity; single-valued options repeated (a usage error) and results written as JSON."""
+    identity; single-valued options repeated (a usage error), results written as JSON and as
+    PolicyReports (to stdout, a file, or a directory that does not exist)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "policy.yaml").write_bytes(policy)
@@ -238,11 +239,18 @@ def test_apply_on_many_objects_never_crashes(policy: bytes, resources: list[byte
             args += option
         if results is not None:
             args += ["--results", "-" if results == "-" else str(root / "results.json")]
+        if report is not None:
+            target = {"-": "-", "file": str(root / "reports.yaml"), "nowhere": str(root / "no" / "r.yaml")}[report]
+            args += ["--policy-report", target]
         code, out, err = run(*args, usage_exit=True)
         check(code, err)
-        if code in (0, 1) and results is not None:
+        if code in (0, 1) and results is not None and report != "-":
             written = out if results == "-" else (root / "results.json").read_text()
             assert set(orjson.loads(written)) == {"objects", "policies", "totals"}
+        if code in (0, 1) and report in ("-", "file") and results != "-":
+            written = out if report == "-" else (root / "reports.yaml").read_text()
+            for doc in yaml.safe_load_all(written):
+                assert doc["kind"] in ("PolicyReport", "ClusterPolicyReport") and doc["results"], doc
 
 
 RESULT_VALUES = ["pass", "fail", "warn", "error", "skip", "failed", "", 0, None]

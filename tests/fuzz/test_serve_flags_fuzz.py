@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from kinitiras_py.cli import serve
 
 RANGES = {"--drain-seconds": (0.0, 3600.0), "--deadline": (0.0, math.inf), "--cel-results-mib": (0.0, 1024.0),
-          "--scan-period": (0.0, math.inf), "--scan-cpu-share": (0.0, 1.0)}
+          "--scan-period": (0.0, math.inf), "--scan-cpu-share": (0.0, 1.0),
+          "--report-writes-per-second": (0.0, 10000.0)}
 NUMBERISH = st.sampled_from(["0", "-0", "1e9", "nan", "inf", "-inf", "1_0", " 5 ", "0x10", "3600", "3600.0001",
                              "1e-400", "", "١٢", "5s", "10\x00"])
 

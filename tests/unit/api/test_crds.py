@@ -182,9 +182,10 @@ def test_int_or_string_fields() -> None:
 
 
 def test_crd_names_scope_and_columns() -> None:
+    policies = {kind: crd for kind, crd in BY_KIND.items() if crd["spec"]["group"] == "policy.kcloudlabs.io"}
     summary = {kind: (crd["metadata"]["name"], crd["spec"]["scope"], crd["spec"]["names"]["shortNames"],
                       crd["spec"]["names"]["categories"], crd["spec"]["names"]["listKind"])
-               for kind, crd in BY_KIND.items()}
+               for kind, crd in policies.items()}
     assert summary == {
         "OverridePolicy": ("overridepolicies.policy.kcloudlabs.io", "Namespaced", ["op"], ["kinitiras"],
                            "OverridePolicyList"),
@@ -195,9 +196,8 @@ def test_crd_names_scope_and_columns() -> None:
         "ValidatePolicy": ("validatepolicies.policy.kcloudlabs.io", "Namespaced", ["vp"], ["kinitiras"],
                            "ValidatePolicyList"),
     }
-    for crd in BY_KIND.values():
+    for crd in policies.values():
         assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
-        assert crd["spec"]["group"] == "policy.kcloudlabs.io"
         (version,) = crd["spec"]["versions"]
         assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
         assert version["subresources"] == {"status": {}}
@@ -206,6 +206,27 @@ def test_crd_names_scope_and_columns() -> None:
             ("Rules", "integer", ".status.ruleCount"),
             ("Age", "date", ".metadata.creationTimestamp"),
         ]
+
+
+def test_report_crds_names_scope_and_columns() -> None:
+    """The wg-policy kinds: scope, names, and the columns `kubectl get policyreport -A` shows."""
+    found = {kind: (BY_KIND[kind]["metadata"]["name"], BY_KIND[kind]["spec"]["scope"],
+                    BY_KIND[kind]["spec"]["names"]["shortNames"])
+             for kind in ("PolicyReport", "ClusterPolicyReport")}
+    assert found == {"PolicyReport": ("policyreports.wgpolicyk8s.io", "Namespaced", ["polr"]),
+                     "ClusterPolicyReport": ("clusterpolicyreports.wgpolicyk8s.io", "Cluster", ["cpolr"])}
+    for kind in found:
+        (version,) = BY_KIND[kind]["spec"]["versions"]
+        assert version["name"] == "v1alpha2"
+        columns = [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"] if "priority" not in c]
+        assert columns == [("Pass", ".summary.pass"), ("Fail", ".summary.fail"), ("Warn", ".summary.warn"),
+                           ("Error", ".summary.error"), ("Skip", ".summary.skip"),
+                           ("Age", ".metadata.creationTimestamp")]
+        result = root_schema(kind)["properties"]["results"]["items"]
+        assert result["properties"]["result"]["enum"] == ["pass", "fail", "warn", "error", "skip"]
+        assert result["required"] == ["policy"]
+        assert set(root_schema(kind)["properties"]["summary"]["properties"]) == {"pass", "fail", "warn", "error",
+                                                                                 "skip"}
 
 
 def test_required_defaults_and_min_items() -> None:
@@ -249,7 +270,7 @@ def test_write_crds_writes_every_file(tmp_path: Path) -> None:
     assert [p.name for p in written] == [
         "policy.kcloudlabs.io_overridepolicies.yaml", "policy.kcloudlabs.io_clusteroverridepolicies.yaml",
         "policy.kcloudlabs.io_clustervalidatepolicies.yaml", "policy.kcloudlabs.io_validatepolicies.yaml",
-        "kustomization.yaml"]
+        "wgpolicyk8s.io_policyreports.yaml", "wgpolicyk8s.io_clusterpolicyreports.yaml", "kustomization.yaml"]
     assert yaml.safe_load(written[-1].read_text())["resources"] == [p.name for p in written[:-1]]
 
 

@@ -1,0 +1,88 @@
+"""The ledger: scan and admission results merged per object, and what each change marks for writing."""
+
+from __future__ import annotations
+
+from kinitiras_py.admission.results import ResourceRef, RuleResult
+from kinitiras_py.engine.policies.results import PolicyId
+from kinitiras_py.reports.ledger import Ledger
+from kinitiras_py.reports.sink import MemorySink
+
+POD = ResourceRef("v1", "Pod", "ns", "web")
+UID = "uid-1"
+A = PolicyId("ClusterValidatePolicy", None, "a")
+B = PolicyId("ClusterValidatePolicy", None, "b")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        self.now += 1
+        return self.now
+
+
+def said(ledger: Ledger, uid: str = UID) -> dict[tuple[str, int], str]:
+    record = ledger.get((uid, None))
+    return {} if record is None else {(s.result.policy.name, s.result.rule): s.result.result
+                                      for s in record.results()}
+
+
+def r(policy: PolicyId, rule: int, outcome: str) -> RuleResult:
+    return RuleResult(policy, rule, "validate", outcome)
+
+
+def test_a_scan_replaces_every_earlier_scan_result_and_none_removes_the_record() -> None:
+    ledger = Ledger(Clock())
+    assert ledger.publish(POD, UID, [r(A, 0, "fail"), r(B, 0, "pass")]) == [(UID, None)]
+    assert said(ledger) == {("a", 0): "fail", ("b", 0): "pass"}
+    ledger.publish(POD, UID, [r(A, 0, "pass")])
+    assert said(ledger) == {("a", 0): "pass"}
+    assert ledger.publish(POD, UID, []) == [(UID, None)]
+    assert ledger.get((UID, None)) is None and len(ledger) == 0
+    assert ledger.publish(POD, UID, []) == []  # nothing held, nothing to write
+
+
+def test_admission_replaces_only_its_rules_and_a_later_scan_wins_unless_it_skipped() -> None:
+    ledger = Ledger(Clock())
+    ledger.publish(POD, UID, [r(A, 0, "pass"), r(A, 1, "skip"), r(B, 0, "pass")])
+    ledger.admit(POD, UID, [r(A, 0, "fail"), r(A, 1, "fail")])
+    assert said(ledger) == {("a", 0): "fail", ("a", 1): "fail", ("b", 0): "pass"}  # admission is newer
+    ledger.publish(POD, UID, [r(A, 0, "pass"), r(A, 1, "skip"), r(B, 0, "pass")])
+    # The scan evaluated rule 0 again; rule 1 reads request data: admission's finding stays.
+    assert said(ledger) == {("a", 0): "pass", ("a", 1): "fail", ("b", 0): "pass"}
+    ledger.publish(POD, UID, [r(B, 0, "pass")])  # a no longer selects the object
+    assert said(ledger) == {("b", 0): "pass"}
+
+
+def test_forgetting_a_policy_or_an_object() -> None:
+    ledger = Ledger(Clock())
+    other = ResourceRef("v1", "Pod", "ns", "db")
+    ledger.publish(POD, UID, [r(A, 0, "fail"), r(B, 0, "pass")])
+    ledger.publish(other, "uid-2", [r(A, 0, "fail")])
+    assert sorted(ledger.forget_policy(A)) == [("uid-1", None), ("uid-2", None)]
+    assert said(ledger) == {("b", 0): "pass"}
+    assert ledger.get(("uid-2", None)) is None  # nothing left: the record goes
+    assert ledger.forget_policy(A) == []
+    assert ledger.forget_resource(POD, UID) == [(UID, None)]
+    assert len(ledger) == 0
+
+
+def test_an_object_known_by_reference_moves_to_its_uid() -> None:
+    ledger = Ledger(Clock())
+    assert ledger.admit(POD, "", [r(A, 0, "fail")]) == [("", POD)]
+    ledger.publish(POD, UID, [r(B, 0, "pass")])
+    assert ledger.resolve(("", POD), UID) == (UID, None)
+    assert said(ledger) == {("a", 0): "fail", ("b", 0): "pass"}
+    assert ledger.get(("", POD)) is None
+
+
+async def test_the_memory_sink_builds_the_reports_the_writer_would() -> None:
+    sink = MemorySink(Clock())
+    await sink.publish(POD, UID, [r(A, 0, "fail")])
+    await sink.add_admission_findings(POD, "", [r(B, 0, "warn")])  # no uid yet: no report yet
+    (report,) = sink.reports()
+    assert report["summary"]["fail"] == 1 and report["metadata"]["name"] == UID
+    await sink.forget_policy(A)
+    assert sink.reports() == []
+    assert sink.changes == [(UID, None), ("", POD), (UID, None)]
