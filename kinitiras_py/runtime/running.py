@@ -119,8 +119,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     reports = await reporting.reporting(settings.reports, api, store.discovery, engine.validations, certs.is_leader,
                                         metrics.reports)
     context = Context(store, http, egress, settings.lookup_timeout)
-    scanner = (Scanner(api, sink or reports.writer or LoggingSink(), context, store.discovery, period=settings.scan.period, cpu_share=settings.scan.cpu_share,
-                       metrics=ScanMetrics(metrics.registry), ready=watch.synced)
+    scanner = (Scanner(api, sink or reports.writer or LoggingSink(), context, store.discovery,
+                       period=settings.scan.period, cpu_share=settings.scan.cpu_share, metrics=ScanMetrics(metrics.registry), ready=watch.synced)
                if settings.scan.enabled else None)
     registered = reconciler.ready if settings.register else asyncio.Event()
     if not settings.register:
