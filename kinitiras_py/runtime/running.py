@@ -120,7 +120,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
                                         metrics.reports)
     context = Context(store, http, egress, settings.lookup_timeout)
     scanner = (Scanner(api, sink or reports.writer or LoggingSink(), context, store.discovery,
-                       period=settings.scan.period, cpu_share=settings.scan.cpu_share, metrics=ScanMetrics(metrics.registry), ready=watch.synced)
+                       period=settings.scan.period, cpu_share=settings.scan.cpu_share,
+                       metrics=ScanMetrics(metrics.registry), ready=watch.synced)
                if settings.scan.enabled else None)
     registered = reconciler.ready if settings.register else asyncio.Event()
     if not settings.register:
