@@ -97,7 +97,7 @@ def test_rbac_has_no_wildcards_and_secrets_stay_in_the_namespace(base: list[Obj]
             for key in ("verbs", "resources", "apiGroups"):
                 assert "*" not in rule.get(key, []), (doc["metadata"]["name"], rule)
     bound = {b["roleRef"]["name"] for b in by_kind(base, "ClusterRoleBinding")}
-    assert bound == {"kinitiras-py-controller", "kinitiras-py-reader"}
+    assert bound == {"kinitiras-py-controller", "kinitiras-py-reader", "kinitiras-py-scanner"}
     for doc in by_kind(base, "ClusterRole"):
         if doc["metadata"]["name"] in bound:
             assert not any("secrets" in r.get("resources", []) for r in doc.get("rules") or [])
@@ -115,6 +115,24 @@ def test_rbac_has_no_wildcards_and_secrets_stay_in_the_namespace(base: list[Obj]
     assert all(rule["verbs"] == ["get", "list", "watch"] for rule in per_namespace["rules"])
     role = one(base, "Role")
     assert {r for rule in role["rules"] for r in rule["resources"]} == {"secrets", "leases"}
+
+
+@needs_kubectl
+def test_the_background_scan_reads_the_common_workload_kinds_and_no_configmaps_or_secrets(base: list[Obj]) -> None:
+    roles = {d["metadata"]["name"]: d for d in by_kind(base, "ClusterRole")}
+    binding = next(b for b in by_kind(base, "ClusterRoleBinding") if b["roleRef"]["name"] == "kinitiras-py-scanner")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kinitiras-py", "namespace": NAMESPACE}]
+    selector = roles["kinitiras-py-scanner"]["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"]
+    assert selector == {"kinitiras.kcloudlabs.io/aggregate-to-scanner": "true"}
+    default = roles["kinitiras-py-scanner-default"]
+    assert default["metadata"]["labels"]["kinitiras.kcloudlabs.io/aggregate-to-scanner"] == "true"
+    assert "kinitiras.kcloudlabs.io/aggregate-to-reader" not in default["metadata"]["labels"]
+    granted = {(group, resource) for rule in default["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"]}
+    assert granted == {("", "namespaces"), ("", "pods"), ("", "services"), ("apps", "deployments"),
+                       ("apps", "replicasets"), ("apps", "statefulsets"), ("apps", "daemonsets"), ("batch", "jobs"),
+                       ("batch", "cronjobs"), ("networking.k8s.io", "ingresses")}
+    assert all(rule["verbs"] == ["get", "list", "watch"] for rule in default["rules"])  # reads, never writes
 
 
 @needs_kubectl
@@ -300,16 +318,24 @@ def test_rbac_grants_what_the_controller_needs_and_no_more(cluster: Cluster, ser
                ("patch", "policyreports.wgpolicyk8s.io", "-n", "default"),
                ("create", "clusterpolicyreports.wgpolicyk8s.io"),
                ("delete", "policyreports.wgpolicyk8s.io", "-n", "default"),
-               ("list", "policyreports.wgpolicyk8s.io", "-A")]
+               ("list", "policyreports.wgpolicyk8s.io", "-A"),
+               # the background scan's kinds (config/base/rbac/scanner.yaml)
+               ("list", "pods", "-A"), ("watch", "pods", "-A"), ("watch", "jobs.batch", "-A"),
+               ("list", "cronjobs.batch", "-A"), ("list", "statefulsets.apps", "-A"),
+               ("watch", "daemonsets.apps", "-A"), ("list", "services", "-A"),
+               ("watch", "ingresses.networking.k8s.io", "-A")]
     denied = [("update", "clusteroverridepolicies.policy.kcloudlabs.io"), ("get", "secrets", "-n", "default"),
               ("delete", "secrets", "-n", NAMESPACE), ("patch", "mutatingwebhookconfigurations/someone-else"),
               ("delete", "mutatingwebhookconfigurations/kinitiras-py"), ("patch", "namespaces"),
               ("create", "pods", "-n", "default"), ("list", "secrets", "-A"),
-              ("list", "configmaps", "-A"), ("get", "configmaps", "-n", "kube-system"), ("list", "pods", "-A"),
+              ("list", "configmaps", "-A"), ("get", "configmaps", "-n", "kube-system"),
+              ("patch", "pods", "-n", "default"), ("delete", "pods", "-n", "default"),
+              ("update", "deployments.apps", "-n", "default"), ("list", "serviceaccounts", "-A"),
               ("update", "policyreports.wgpolicyk8s.io", "-n", "default"),
               ("watch", "clusterpolicyreports.wgpolicyk8s.io")]
     deadline = time.monotonic() + 20  # the aggregated reader role is filled in by a controller
-    while not can_i(cluster, "watch", "deployments.apps", "-A") and time.monotonic() < deadline:
+    while (not (can_i(cluster, "watch", "deployments.apps", "-A") and can_i(cluster, "watch", "pods", "-A"))
+           and time.monotonic() < deadline):
         time.sleep(0.3)
     assert [a for a in allowed if not can_i(cluster, *a)] == []
     assert [d for d in denied if can_i(cluster, *d)] == []
