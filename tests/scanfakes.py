@@ -36,6 +36,9 @@ class MemorySink:
     async def add_admission_findings(self, resource: ResourceRef, uid: str, results: Sequence[RuleResult]) -> None:
         self._note("add_admission_findings", uid)
 
+    async def sweep(self) -> None:
+        self._note("sweep", "")
+
     def _note(self, method: str, what: str) -> None:
         self.calls.append((method, what))
         self.changed.set()

@@ -92,6 +92,9 @@ class CountingSink:
     async def add_admission_findings(self, resource: ResourceRef, uid: str, results: Sequence[RuleResult]) -> None:
         """Nothing to count."""
 
+    async def sweep(self) -> None:
+        """Nothing to count."""
+
 
 def pods(total: int) -> list[Obj]:
     """``total`` Pods like :func:`workload.pod`, one in three without an ``owner`` label."""

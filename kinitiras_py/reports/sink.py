@@ -29,6 +29,10 @@ class ReportSink(Protocol):
         """Admission-time results (Audit and Warn findings, and passes of those rules) join the
         object's reports."""
 
+    async def sweep(self) -> None:
+        """The background scan has published every object it can read since this replica began to
+        lead: reports of objects without results are stale."""
+
 
 class MemorySink:
     """A :class:`ReportSink` that keeps the reports in memory (tests, and anything offline):
@@ -54,6 +58,9 @@ class MemorySink:
     async def add_admission_findings(self, resource: ResourceRef, uid: str, results: Sequence[RuleResult]) -> None:
         """Merge admission's results into the object's."""
         self.changes += self.ledger.admit(resource, uid, results)
+
+    async def sweep(self) -> None:
+        """Nothing to do: in memory, no report outlives its results."""
 
     def reports(self) -> list[Obj]:
         """Every report, as written (objects without a uid yet have none)."""

@@ -85,6 +85,7 @@ class ReportWriter:
         self._written: dict[Key, Written] = {}
         self._wake = asyncio.Event()
         self._leading = False
+        self._sweep_due = False
         self._task: asyncio.Task[None] | None = None
         self._sequence = 0
 
@@ -114,6 +115,19 @@ class ReportWriter:
     async def add_admission_findings(self, resource: ResourceRef, uid: str, results: Sequence[RuleResult]) -> None:
         """Admission's results for the rules it evaluated join the object's reports."""
         self._mark(self.ledger.admit(resource, uid, results))
+
+    async def sweep(self) -> None:
+        """The background scan's first full pass since this replica began to lead is over, so every
+        object with results has been published: reports found on taking over that this replica
+        holds nothing for are stale (a policy deleted, or a kind no longer selected, while no
+        replica led) and are deleted. Asked before the takeover's listing, it runs right after it."""
+        if not self._is_leader():  # the scan's term is over
+            return
+        if not self._leading:
+            self._sweep_due = True
+            return
+        self._sweep_due = False
+        self._mark([key for key in self._written if self.ledger.get(key) is None])
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -195,6 +209,7 @@ class ReportWriter:
         return True
 
     def _step_down(self) -> None:
+        self._sweep_due = False  # asked for in a term that ended before the takeover's listing
         if self._leading:
             log.info("not the leader: PolicyReports are left to the new one")
             # Another leader may write meanwhile: what exists is listed again on taking over.
@@ -231,6 +246,8 @@ class ReportWriter:
             self.stats.reports[written.kind] += written.parts
         self._mark(list(self.ledger))
         log.info("leading: writing PolicyReports", extra={"existing": len(found), "held": len(self.ledger)})
+        if self._sweep_due:
+            await self.sweep()
         return True
 
     # -- writing ---------------------------------------------------------------------------------

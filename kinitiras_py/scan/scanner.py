@@ -9,7 +9,8 @@ first; and from a full pass of every watched object each ``period``, which also 
 discovery did not know. An object's results are published only when they differ from what this
 replica published last, so a full pass over unchanged objects writes nothing; a new leader knows
 nothing it published, so its first pass writes every object (the writer's names are
-deterministic: it overwrites its predecessor's reports).
+deterministic: it overwrites its predecessor's reports), then asks the sink to ``sweep`` the
+reports no object's results account for (results that went while no replica led).
 
 CPU is bounded by ``cpu_share``: after each object the scan sleeps long enough that it uses at
 most that share of the event loop's time (rules that may run long go to a worker thread, as in
@@ -287,6 +288,13 @@ class Scanner:
         if self.metrics is not None:
             self.metrics.pass_duration.set(took)
             self.metrics.last_pass.set(time.time())
+        if self.passes == 1:  # every object has been published: reports nobody holds are stale
+            job = asyncio.get_running_loop().create_task(self._sweep(), name="scan-sweep")
+            self._jobs.add(job)
+            job.add_done_callback(self._jobs.discard)
+
+    async def _sweep(self) -> None:
+        await self._call(self.sink.sweep(), "sweep stale reports")
 
     # -- the worker -----------------------------------------------------------------------------
 

@@ -1,33 +1,17 @@
-"""Where scan results go: the PolicyReport writer, or a log until one is wired in."""
+"""Where scan results go (:class:`ReportSink`): the PolicyReport writer, or a log when reports are off."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Protocol
 
 from kinitiras_py.admission.results import ResourceRef, RuleResult
 from kinitiras_py.engine.policies.results import PolicyId
+from kinitiras_py.reports.sink import ReportSink
 
 log = logging.getLogger(__name__)
 
 __all__ = ["LoggingSink", "ReportSink"]
-
-
-class ReportSink(Protocol):
-    """What the scanner writes results through (the PolicyReport writer is one)."""
-
-    async def publish(self, resource: ResourceRef, uid: str, results: Sequence[RuleResult]) -> None:
-        """Replace every scan result for this object (empty: no rule matched it)."""
-
-    async def forget_resource(self, resource: ResourceRef, uid: str) -> None:
-        """The object was deleted: drop its results."""
-
-    async def forget_policy(self, policy: PolicyId) -> None:
-        """The policy was deleted: drop its results on every object."""
-
-    async def add_admission_findings(self, resource: ResourceRef, uid: str, results: Sequence[RuleResult]) -> None:
-        """Audit and Warn findings of an admission request (the webhook's, not the scanner's)."""
 
 
 class LoggingSink:
@@ -53,3 +37,7 @@ class LoggingSink:
     async def add_admission_findings(self, resource: ResourceRef, uid: str, results: Sequence[RuleResult]) -> None:
         """Log admission findings (not the scanner's to call)."""
         log.info("admission findings for %s", resource, extra={"uid": uid, "findings": len(results)})
+
+    async def sweep(self) -> None:
+        """Log that a first full pass is over (a log keeps nothing stale)."""
+        log.info("scan results: every object published")

@@ -27,7 +27,7 @@ from tests.conftest import Cluster
 from tests.e2e.conftest import wait_for
 from tests.e2e.policyreports import report_of, reports_per_object, table_row, uid_of, verdicts
 from tests.e2e.test_certificates_live import Replica, Rig, insecure_context
-from tests.e2e.test_high_availability import HANDOVER_LIMIT, start_pair, wait_for_takeover
+from tests.e2e.test_high_availability import HANDOVER_LIMIT, lease_holder, start_pair, wait_for_takeover
 
 pytestmark = pytest.mark.cluster
 
@@ -149,4 +149,24 @@ def test_a_new_leader_takes_scan_and_reports_over_without_duplicates(rig: Rig) -
         rig.cluster.kubectl("delete", "cvp", name, "--ignore-not-found")
     within(PERIOD, lambda: sum(reports_per_object(rig.cluster, rig.objects, "Pod").values()) == 0,
            "the policy deleted, the new leader removes every report")
+    assert "Traceback" not in follower.log.read_text(errors="replace"), follower.log_tail()
+
+
+def test_a_policy_deleted_while_no_replica_leads_loses_its_reports_at_the_takeover(rig: Rig) -> None:
+    pair = start_pair(rig, fallback=True, extra=SCAN)
+    holder, follower = pair.holder, pair.follower
+    uid = create_pod(rig, "bad-a")
+    name = audit_policy(rig)
+    try:
+        within(PERIOD, says(rig, uid, name, FAIL_SKIP), "bad-a fails (the first leader)")
+        os.kill(holder.proc.pid, signal.SIGKILL)
+        holder.proc.wait(30)
+        # Deleted before the follower leads: it never held the Pod's results, and its scan no longer
+        # watches Pods; the report the dead leader wrote is found on taking over, and held by nobody.
+        rig.kubectl_ok("delete", "cvp", name)
+        assert lease_holder(rig).startswith(f"{holder.name}_"), "the follower led before the policy was deleted"
+        wait_for_takeover(rig, follower, HANDOVER_LIMIT)
+    finally:
+        rig.cluster.kubectl("delete", "cvp", name, "--ignore-not-found")
+    within(PERIOD, lambda: report_of(rig.cluster, rig.objects, uid) is None, "the new leader removes the stale report")
     assert "Traceback" not in follower.log.read_text(errors="replace"), follower.log_tail()

@@ -139,6 +139,37 @@ async def test_a_new_leader_overwrites_instead_of_duplicating_and_removes_parts_
         await new.stop()
 
 
+async def test_after_the_first_scan_a_new_leader_deletes_the_reports_nobody_holds() -> None:
+    server = FakeServer()
+    old = writer(server, Lead())
+    old.start()
+    await old.publish(POD, "u1", [r(A, 0, "fail")])
+    await old.publish(NODE, "u2", [r(A, 0, "pass")])
+    await old.idle()
+    await old.stop()
+    # While no replica led, the policy of u1's result went: the new leader's scan publishes u2 only.
+    lead = Lead(False)
+    new = writer(server, lead)
+    new.start()
+    try:
+        await new.publish(NODE, "u2", [r(A, 0, "pass")])
+        await new.sweep()  # a follower's: nothing to do
+        await asyncio.sleep(0.05)
+        assert server.names() == ["u1", "u2"]
+        lead.leading = True
+        await new.sweep()  # the scan's first pass ended before this writer listed what exists
+        await eventually(lambda: server.names() == ["u2"])
+        await new.idle()
+        assert new.stats.reports == {"PolicyReport": 0, "ClusterPolicyReport": 1}
+        await new.publish(POD, "u3", [r(A, 0, "fail")])
+        await new.idle()
+        await new.sweep()  # now while leading: what it holds stays
+        await new.idle()
+        assert server.names() == ["u2", "u3"]
+    finally:
+        await new.stop()
+
+
 async def test_an_object_without_a_uid_is_looked_up_and_dropped_when_it_never_exists() -> None:
     server = FakeServer()
     answers = {POD: [None, None, "u9"], NODE: [None] * 10}
