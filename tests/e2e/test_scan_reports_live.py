@@ -18,12 +18,12 @@ import os
 import signal
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from tests.cluster.test_scan_live import pod, policy
-from tests.conftest import Cluster
+from tests.e2e import test_high_availability
 from tests.e2e.conftest import wait_for
 from tests.e2e.policyreports import report_of, reports_per_object, table_row, uid_of, verdicts
 from tests.e2e.test_certificates_live import Replica, Rig, insecure_context
@@ -31,21 +31,13 @@ from tests.e2e.test_high_availability import HANDOVER_LIMIT, lease_holder, start
 
 pytestmark = pytest.mark.cluster
 
+rig = test_high_availability.rig
+"""The fixture: a test's namespaces, names and processes, removed afterwards."""
 PERIOD = 10.0
 """``--scan-period`` of the replicas: every change must show in the reports within it."""
 SCAN = (f"--scan-period={PERIOD:g}",)
 FAIL_SKIP = {"validateRules[0]": "fail", "validateRules[1]": "skip"}
 """A violating Pod the scan found: rule 1 reads request.userInfo, which a scan has not."""
-
-
-@pytest.fixture
-def rig(cluster: Cluster) -> Iterator[Rig]:
-    """Namespaces and names of this test; processes and webhook configurations removed afterwards."""
-    owned = Rig(cluster)
-    try:
-        yield owned
-    finally:
-        owned.cleanup()
 
 
 def metric(replica: Replica, line_start: str) -> float:
