@@ -141,6 +141,7 @@ def test_a_new_leader_takes_scan_and_reports_over_without_duplicates(rig: Rig) -
         rig.cluster.kubectl("delete", "cvp", name, "--ignore-not-found")
     within(PERIOD, lambda: sum(reports_per_object(rig.cluster, rig.objects, "Pod").values()) == 0,
            "the policy deleted, the new leader removes every report")
+    assert metric(follower, 'kinitiras_report_requests_total{operation="delete"') >= len(uids)
     assert "Traceback" not in follower.log.read_text(errors="replace"), follower.log_tail()
 
 
@@ -161,4 +162,6 @@ def test_a_policy_deleted_while_no_replica_leads_loses_its_reports_at_the_takeov
     finally:
         rig.cluster.kubectl("delete", "cvp", name, "--ignore-not-found")
     within(PERIOD, lambda: report_of(rig.cluster, rig.objects, uid) is None, "the new leader removes the stale report")
+    # Its own doing, not another writer's (a session's webhook scans every policy too): it asked to delete.
+    assert metric(follower, 'kinitiras_report_requests_total{operation="delete"') >= 1
     assert "Traceback" not in follower.log.read_text(errors="replace"), follower.log_tail()
