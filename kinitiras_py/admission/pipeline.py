@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kinitiras_py.admission import mutationmemo, sidecars
 from kinitiras_py.admission.readrecord import ReadRecord
@@ -19,13 +19,22 @@ from kinitiras_py.engine.matching import (
     selection,  # FIXSPLIT conditions, jsrules, overriding, , validating
 )
 from kinitiras_py.engine.matching.selection import PolicyIndex
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import (
+    CompiledOverrideRule,
+    CompiledRule,
+    CompiledValidateRule,
+    Match,
+    OverrideMatch,
+    ValidateMatch,
+)
 from kinitiras_py.engine.policies.results import Mutation, RuleCheck, Verdict
 from kinitiras_py.engine.rules import jsrules
 from kinitiras_py.engine.running import overriding, validating
 from kinitiras_py.refs import resolver
 from kinitiras_py.refs.egress import Egress
 from kinitiras_py.refs.store import Store
+
+RuleT = TypeVar("RuleT", bound=CompiledRule)
 
 
 @dataclass
@@ -93,8 +102,8 @@ class Decision:
 class Pipeline:
     """Runs override then validate policies; references resolved through ``store``/``http``."""
 
-    overrides: PolicyIndex
-    validations: PolicyIndex
+    overrides: PolicyIndex[CompiledOverrideRule]
+    validations: PolicyIndex[CompiledValidateRule]
     store: Store
     http: resolver.HttpClient | None = None
     lookup_timeout: float = 2.5
@@ -104,7 +113,7 @@ class Pipeline:
     mutations: mutationmemo.Mutations = field(default_factory=mutationmemo.Mutations)
     """The memory of mutations (its owner's: :class:`~.engine.Engine`)."""
 
-    async def _params(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj
+    async def _params(self, matches: Sequence[Match[CompiledRule]], obj: Obj
                       ) -> tuple[dict[tuple[str, int], dict[str, JSON]], dict[tuple[str, int], str]]:
         params: dict[tuple[str, int], dict[str, JSON]] = {}
         errors: dict[tuple[str, int], str] = {}
@@ -137,7 +146,7 @@ class Pipeline:
         except (LookupError, TimeoutError):
             return None
 
-    async def _policy_params(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj
+    async def _policy_params(self, matches: Sequence[Match[CompiledRule]], obj: Obj
                              ) -> tuple[dict[str, dict[str, JSON]], dict[str, str]]:
         """Each matched policy's ``valueRefs`` resolved (by policy ref), and those that failed."""
         params: dict[str, dict[str, JSON]] = {}
@@ -151,8 +160,8 @@ class Pipeline:
                 errors[policy.ref] = f"valueRefs: {e}"
         return params, errors
 
-    async def _conditioned(self, matches: list[tuple[CompiledPolicy, Any]], variables: dict[str, Any]
-                           ) -> tuple[list[tuple[CompiledPolicy, Any]], dict[tuple[str, int], str],
+    async def _conditioned(self, matches: list[Match[RuleT]], variables: dict[str, Any]
+                           ) -> tuple[list[Match[RuleT]], dict[tuple[str, int], str],
                                       dict[str, dict[str, JSON]]]:
         """The matches whose policies' matchConditions hold, the rules that failed (conditions or
         valueRefs), and the policies' resolved valueRefs."""
@@ -164,7 +173,7 @@ class Pipeline:
 
     @staticmethod
     def _merged(params: dict[tuple[str, int], dict[str, JSON]], shared: dict[str, dict[str, JSON]],
-                matches: list[tuple[CompiledPolicy, Any]]) -> dict[tuple[str, int], dict[str, JSON]]:
+                matches: Sequence[Match[CompiledRule]]) -> dict[tuple[str, int], dict[str, JSON]]:
         """Rule parameters with their policy's valueRefs under them."""
         if not shared:
             return params
@@ -253,7 +262,7 @@ class Pipeline:
         return mutation
 
     @staticmethod
-    async def _run_rules(matches: list[tuple[CompiledPolicy, Any]], obj: Obj, variables: dict[str, Any],
+    async def _run_rules(matches: list[OverrideMatch], obj: Obj, variables: dict[str, Any],
                          params: dict[tuple[str, int], dict[str, JSON]], errors: dict[tuple[str, int], str],
                          programs: dict[tuple[str, int], Program], features: int, request: Request,
                          received: bool, until: float) -> Mutation:
@@ -296,7 +305,7 @@ class Pipeline:
         with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
             return await self._validate_each(matches, obj, variables, shared, verdict, failed, policy_params)
 
-    async def _validate_each(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj, variables: dict[str, Any],
+    async def _validate_each(self, matches: list[ValidateMatch], obj: Obj, variables: dict[str, Any],
                              shared: Bindings, verdict: Verdict, failed: dict[tuple[str, int], str],
                              policy_params: dict[str, dict[str, JSON]]) -> Verdict:
         # Rule by rule, so the references of rules after a denial are never fetched (no needless

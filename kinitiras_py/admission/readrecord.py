@@ -32,6 +32,7 @@ from kinitiras_py.admission import mutationmemo
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.matching import selection  # FIXSPLIT
+from kinitiras_py.engine.policies.compiled import OverrideMatch
 
 RuleKey = tuple[str, int]
 KNOWN_FEATURES = (selection.CONDITIONS | selection.SIDECARS | selection.JAVASCRIPT | selection.INJECTS
@@ -85,7 +86,7 @@ class ReadRecord:
         """Whether cached CEL results may serve this tier's rules: every input is described."""
         return not self.undescribed
 
-    def key(self, fingerprint: bytes | None, matches: list[mutationmemo.Match]) -> mutationmemo.Key | None:
+    def key(self, fingerprint: bytes | None, matches: list[OverrideMatch]) -> mutationmemo.Key | None:
         """The key of the memory of mutations for the request with ``fingerprint`` and ``matches``
         under these reads; None when the mutation is not to be remembered (a failed lookup, a
         script, no fingerprint, an input not described)."""

@@ -9,23 +9,24 @@ handles, as Kubernetes does for a webhook's matchConditions.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledRule, Match
 
 RuleKey = tuple[str, int]
+RuleT = TypeVar("RuleT", bound=CompiledRule)
 
 
-def needed(matches: Iterable[tuple[CompiledPolicy, Any]]) -> bool:
+def needed(matches: Iterable[Match[CompiledRule]]) -> bool:
     """Whether any of the matched policies has conditions."""
     return any(policy.conditions is not None for policy, _ in matches)
 
 
-def apply(matches: list[tuple[CompiledPolicy, Any]], variables: Mapping[str, Any],
+def apply(matches: list[Match[RuleT]], variables: Mapping[str, Any],
           params: Mapping[str, dict[str, Any]] | None = None, failed: Mapping[str, str] | None = None
-          ) -> tuple[list[tuple[CompiledPolicy, Any]], dict[RuleKey, str]]:
+          ) -> tuple[list[Match[RuleT]], dict[RuleKey, str]]:
     """The matches whose policy's conditions hold, and an error per rule whose policy's failed.
 
     ``params`` holds each policy's resolved ``valueRefs`` by policy ref, ``failed`` the policies
@@ -35,7 +36,7 @@ def apply(matches: list[tuple[CompiledPolicy, Any]], variables: Mapping[str, Any
     failed = failed or {}
     shared = Bindings({**variables, "params": {}})
     outcome: dict[int, bool | str] = {}
-    kept: list[tuple[CompiledPolicy, Any]] = []
+    kept: list[Match[RuleT]] = []
     errors: dict[RuleKey, str] = {}
     for policy, rule in matches:
         program = policy.conditions

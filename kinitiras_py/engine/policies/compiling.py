@@ -28,13 +28,14 @@ from kinitiras_py.engine.policies.compiled import (
     CompiledOverrideRule,
     CompiledPolicy,
     CompiledValidateRule,
+    EitherPolicy,
 )
 from kinitiras_py.engine.policies.overriderules import override_rule
 from kinitiras_py.engine.policies.validaterules import validate_rule
 from kinitiras_py.engine.rendering import injecting
 
 
-def compile_policy(obj: Obj) -> CompiledPolicy:
+def compile_policy(obj: Obj) -> EitherPolicy:
     """Check and compile a policy; raise PolicyErrors listing every problem with its field path."""
     ref = models.policy_ref(obj) if isinstance(obj, dict) else None
     model_errors: list[PolicyError] = []
@@ -72,7 +73,7 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
         check_reference(checker, value_ref, f"spec.valueRefs.{name}")
     conditions = checker.run(policylevel.match_conditions, checker, list_of(spec.get("matchConditions")), refs)
     # Only our own marker is named after the policy; a rule's own marker key is checked with the rule.
-    if any(getattr(rule, "inject", None) and getattr(rule, "marker", None) is None for rule in rules):
+    if any(isinstance(rule, CompiledOverrideRule) and rule.inject and rule.marker is None for rule in rules):
         checker.run(injecting.check_marker, kind, str(meta.get("name", "")))
     if any(rule.javascript is not None and rule.javascript.hooks is not None and rule.javascript.hooks.watches
            for rule in rules):

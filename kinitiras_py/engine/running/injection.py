@@ -31,13 +31,13 @@ from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.objects import patching, patchlog
-from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, OverrideMatch, OverridePolicy
 from kinitiras_py.engine.rendering.injecting import marker_key
 
 SEVERITY = {"Override": 0, "Skip": 1, "Deny": 2}
 @dataclass
 class _Plan:
-    policy: CompiledPolicy
+    policy: OverridePolicy
     rule: CompiledOverrideRule
     spec_at: str
     claims: list[Obj]
@@ -48,12 +48,12 @@ class Injection:
     """What combining the inject rules gave."""
 
     draft: patchlog.Draft
-    applied: list[tuple[CompiledPolicy, CompiledOverrideRule]] = field(default_factory=list)
+    applied: list[OverrideMatch] = field(default_factory=list)
     """The rules whose injections are in the result (each marked the pod)."""
     warnings: list[str] = field(default_factory=list)
-    errors: list[tuple[CompiledPolicy, CompiledOverrideRule, str]] = field(default_factory=list)
+    errors: list[tuple[OverridePolicy, CompiledOverrideRule, str]] = field(default_factory=list)
     """Rules whose CEL failed: the caller applies their failurePolicy."""
-    denial: tuple[CompiledPolicy, CompiledOverrideRule, str] | None = None
+    denial: tuple[OverridePolicy, CompiledOverrideRule, str] | None = None
     """A conflict under onConflict Deny: the request must be denied with this reason."""
 
 
@@ -65,7 +65,7 @@ def _canon(value: JSON) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def _plans(rules: list[tuple[CompiledPolicy, CompiledOverrideRule]], inputs: Bindings | dict[str, Any],
+def _plans(rules: list[OverrideMatch], inputs: Bindings | dict[str, Any],
            out: Injection) -> list[_Plan]:
     plans = []
     for policy, rule in rules:
@@ -123,7 +123,7 @@ def _names(plans: list[_Plan], involved: frozenset[int]) -> str:
     return ", ".join(dict.fromkeys(plans[i].policy.ref for i in sorted(involved)))
 
 
-def combine(rules: list[tuple[CompiledPolicy, CompiledOverrideRule]], working: Obj,
+def combine(rules: list[OverrideMatch], working: Obj,
             inputs: Bindings | dict[str, Any]) -> Injection:
     """Evaluate every inject rule against ``working`` and combine their plans (``working`` is not
     modified; the result is in ``draft``)."""

@@ -22,7 +22,7 @@ from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.objects import lastapplied, patchlog
-from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, OverrideMatch, OverridePolicy
 from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleFailure, RuleId
 from kinitiras_py.engine.rules import jsrules, origin
 from kinitiras_py.engine.running import injection, sidecargroups
@@ -56,7 +56,7 @@ def _inputs(working: Obj, draft: patchlog.Draft, variables: dict[str, Any],
     return bound if draft.doc is working else bound.changed("object", draft.doc, draft.touched)
 
 
-def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
+def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: OverridePolicy, variables: dict[str, Any],
                bound: Bindings | None = None, rendered: Program | None = None,
                marks: jsrules.Marks | None = None) -> patchlog.Draft:
     """Apply one rule's overriders: rendered, cue, cel, javascript, plaintext, origin. ``working`` is not
@@ -107,7 +107,7 @@ def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: CompiledPolicy,
     return draft
 
 
-def mutate(matches: Iterable[tuple[CompiledPolicy, CompiledOverrideRule]], obj: Obj, variables: dict[str, Any],
+def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any],
            params: Mapping[RuleKey, Obj] | None = None,
            lookup_errors: Mapping[RuleKey, str] | None = None,
            programs: Mapping[RuleKey, Program] | None = None, features: int | None = None,
@@ -208,7 +208,7 @@ def _bindings(variables: dict[str, Any], working: Obj, measured: Mapping[str, tu
     return Bindings({**variables, "object": working, "params": {}}, measured)
 
 
-def _inject(rules: list[tuple[CompiledPolicy, CompiledOverrideRule]], working: Obj, bound: Bindings, mutation: Mutation,
+def _inject(rules: list[OverrideMatch], working: Obj, bound: Bindings, mutation: Mutation,
             log: patchlog.PatchLog) -> tuple[RuleFailure | None, Obj]:
     """Run the inject rules together (:mod:`.injection`), recording warnings, timings and applied
     rules in ``mutation`` and the changes in ``log``. Returns the failure that denies the request, if
