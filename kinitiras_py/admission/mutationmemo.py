@@ -29,6 +29,7 @@ from typing import Final
 import orjson
 
 from kinitiras_py.base.bounded import Cache
+from kinitiras_py.base.ids import RuleId
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation import celvalues
 from kinitiras_py.engine.evaluation.cel import Program
@@ -164,8 +165,8 @@ class Mutations(Cache[Key, _Entry | _Selected]):
 
 
 def key(fingerprint: bytes | None, generation: int, matches: list[OverrideMatch], features: int,
-        namespace_object: Obj | None, params: Mapping[tuple[str, int], Mapping[str, JSON]],
-        errors: Mapping[tuple[str, int], str], programs: Mapping[tuple[str, int], Program]) -> Key | None:
+        namespace_object: Obj | None, params: Mapping[RuleId, Mapping[str, JSON]],
+        errors: Mapping[RuleId, str], programs: Mapping[RuleId, Program]) -> Key | None:
     """The inputs of a mutation as a key that differs whenever they do, or None when it is not to
     be remembered (see the module's docstring). ``generation`` is the policy index's when it
     found ``matches``; the index keeps its policies alive, so within it their ids are theirs."""
@@ -175,8 +176,8 @@ def key(fingerprint: bytes | None, generation: int, matches: list[OverrideMatch]
     # namespaceObject is None unless a rule may read it (features say which).
     inputs = [generation, features, [[id(policy), rule.index] for policy, rule in matches],
               [] if namespace_object is None else [namespace_object],
-              [[ref, index, values] for (ref, index), values in params.items()],
-              [[ref, index, program.source] for (ref, index), program in programs.items()]]
+              [[str(policy), index, values] for (policy, index), values in params.items()],
+              [[str(policy), index, program.source] for (policy, index), program in programs.items()]]
     head = celvalues.exact_json(inputs)
     # A pair, not one joined bytes: the fingerprint's hash is computed once per request and kept.
     return None if head is None else (head, fingerprint)

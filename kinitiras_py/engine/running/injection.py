@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from kinitiras_py.base.errors import KinitirasError
+from kinitiras_py.base.ids import PolicyId
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.objects import patching, patchlog
@@ -129,7 +130,7 @@ def combine(rules: list[OverrideMatch], working: Obj,
     modified; the result is in ``draft``)."""
     out = Injection(draft=patchlog.Draft(working))
     plans = _plans(rules, inputs, out)
-    skipped: set[str] = set()
+    skipped: set[PolicyId] = set()
     for (involved, what), wheres in _conflicts(plans).items():
         mode = max((plans[i].rule.inject or "Skip" for i in involved), key=SEVERITY.__getitem__)
         where = ", ".join(dict.fromkeys(wheres))
@@ -141,9 +142,9 @@ def combine(rules: list[OverrideMatch], working: Obj,
             out.denial = (first.policy, first.rule, reason)
             return out
         if mode == "Skip":
-            skipped.update(plans[i].policy.ref for i in involved)
+            skipped.update(plans[i].policy.identity for i in involved)
             out.warnings.append(f"{_names(plans, involved)}: not injected (onConflict Skip): {what}, in {where}")
-    kept = [plan for plan in plans if plan.policy.ref not in skipped]
+    kept = [plan for plan in plans if plan.policy.identity not in skipped]
     ops = _operations(kept)
     ops += _markers(kept, working)
     if ops:

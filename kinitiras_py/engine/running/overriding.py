@@ -27,9 +27,6 @@ from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleFailure
 from kinitiras_py.engine.rules import jsrules, origin
 from kinitiras_py.engine.running import injection, sidecargroups
 
-RuleKey = tuple[str, int]
-"""(policy ref, rule index): how resolved parameters and lookup errors are keyed."""
-
 
 def _patch_ops(result: JSON, what: str, answers: bool = False) -> Patch:
     if isinstance(result, dict) and answers:
@@ -101,16 +98,16 @@ def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: OverridePolicy,
                 continue
             apply(fanout.operations(made[0].evaluate(_inputs(working, draft, variables, bound)), op, made[1]))
     if rule.origin:
-        origin.apply_origin(draft.doc, rule.origin, policy.ref, rule.index, apply)
+        origin.apply_origin(draft.doc, rule.origin, RuleId(policy.identity, rule.index), apply)
     if applied:
         lastapplied.follow(draft, applied)
     return draft
 
 
 def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any],
-           params: Mapping[RuleKey, Obj] | None = None,
-           lookup_errors: Mapping[RuleKey, str] | None = None,
-           programs: Mapping[RuleKey, Program] | None = None, features: int | None = None,
+           params: Mapping[RuleId, Obj] | None = None,
+           lookup_errors: Mapping[RuleId, str] | None = None,
+           programs: Mapping[RuleId, Program] | None = None, features: int | None = None,
            measured: Mapping[str, tuple[Any, int]] | None = None) -> Mutation:
     """Apply every matching rule to ``obj``; return the final object and the patch.
 
@@ -141,12 +138,13 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
     # A rule whose conditions or references failed is decided by its failurePolicy, below, like any other.
     injecting = features is None or bool(features & selection.INJECTS)
     injects = [(policy, rule) for policy, rule in matches
-               if rule.inject is not None and (policy.ref, rule.index) not in lookup_errors] if injecting else []
+               if rule.inject is not None and RuleId(policy.identity, rule.index) not in lookup_errors
+               ] if injecting else []
     plain = {**variables, "params": {}}  # for rules without parameters of their own; never changed
     marks = jsrules.Marks()
     last = len(matches) - 1
     for i, (policy, rule) in enumerate(matches):
-        if injecting and rule.inject is not None and (policy.ref, rule.index) not in lookup_errors:
+        if injecting and rule.inject is not None and RuleId(policy.identity, rule.index) not in lookup_errors:
             if injects:  # every inject rule runs at the place of the first one, together
                 if bound is None:
                     bound = _bindings(variables, working, measured)
@@ -159,7 +157,7 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
                 injects = []
             continue
         started = time.perf_counter()
-        key = (policy.ref, rule.index)
+        key = RuleId(policy.identity, rule.index)
         reason = lookup_errors.get(key)
         trial: patchlog.Draft | None = None
         denied = False
