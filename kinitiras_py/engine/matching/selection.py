@@ -20,6 +20,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from kinitiras_py.base.ids import PolicyId
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.objects import selectors
 from kinitiras_py.engine.policies.compiled import (
@@ -184,13 +185,13 @@ class _Bucket(Generic[RuleT]):
     __slots__ = ("always", "guarded")
 
     def __init__(self) -> None:
-        self.always: dict[str, CompiledPolicy[RuleT]] = {}
-        self.guarded: dict[Guard, dict[str, CompiledPolicy[RuleT]]] = {}
+        self.always: dict[PolicyId, CompiledPolicy[RuleT]] = {}
+        self.guarded: dict[Guard, dict[PolicyId, CompiledPolicy[RuleT]]] = {}
 
-    def add(self, guard: Guard | None, key: str, policy: CompiledPolicy[RuleT]) -> None:
+    def add(self, guard: Guard | None, key: PolicyId, policy: CompiledPolicy[RuleT]) -> None:
         (self.always if guard is None else self.guarded.setdefault(guard, {}))[key] = policy
 
-    def discard(self, guard: Guard | None, key: str) -> None:
+    def discard(self, guard: Guard | None, key: PolicyId) -> None:
         if guard is None:
             self.always.pop(key, None)
             return
@@ -208,8 +209,8 @@ class PolicyIndex(Generic[RuleT]):
     """Compiled policies of one family (override or validate), indexed for lookup per request."""
 
     def __init__(self, policies: Iterable[CompiledPolicy[RuleT]] = ()) -> None:
-        self._by_key: dict[str, CompiledPolicy[RuleT]] = {}
-        self._entries_of: dict[str, tuple[Entry, ...]] = {}
+        self._by_key: dict[PolicyId, CompiledPolicy[RuleT]] = {}
+        self._entries_of: dict[PolicyId, tuple[Entry, ...]] = {}
         self._buckets: dict[BucketKey, _Bucket[RuleT]] = {}
         self._cache: dict[tuple[str, str, str], _Found[RuleT]] = {}
         self._tiers: dict[int, int] = {}
@@ -224,18 +225,13 @@ class PolicyIndex(Generic[RuleT]):
         for policy in policies:
             self.put(policy)
 
-    @staticmethod
-    def key(policy: AnyPolicy) -> str:
-        """Identity of a policy in the index: kind, namespace and name."""
-        return f"{policy.kind}/{policy.namespace or ''}/{policy.name}"
-
     def put(self, policy: CompiledPolicy[RuleT]) -> None:
         """Add a policy, or replace the one with the same kind, namespace and name.
 
         The cost depends on this policy's selectors only, not on how many policies there are.
         """
         self.remove(policy.kind, policy.namespace, policy.name)
-        key = self.key(policy)
+        key = policy.identity
         self._by_key[key] = policy
         self._tiers[policy.tier] = self._tiers.get(policy.tier, 0) + 1
         self._tier_list = sorted(self._tiers)
@@ -249,7 +245,7 @@ class PolicyIndex(Generic[RuleT]):
 
     def remove(self, kind: str, namespace: str | None, name: str) -> None:
         """Drop a policy if present."""
-        key = f"{kind}/{namespace or ''}/{name}"
+        key = PolicyId(kind, namespace or None, name)
         gone = self._by_key.pop(key, None)
         if gone is None:
             return
@@ -282,13 +278,13 @@ class PolicyIndex(Generic[RuleT]):
 
     def get(self, kind: str, namespace: str | None, name: str) -> CompiledPolicy[RuleT] | None:
         """The policy with this identity, or None."""
-        return self._by_key.get(f"{kind}/{namespace or ''}/{name}")
+        return self._by_key.get(PolicyId(kind, namespace or None, name))
 
     def __len__(self) -> int:
         return len(self._by_key)
 
     def __contains__(self, policy: object) -> bool:
-        return isinstance(policy, CompiledPolicy) and self._by_key.get(self.key(policy)) is policy
+        return isinstance(policy, CompiledPolicy) and self._by_key.get(policy.identity) is policy
 
     def __iter__(self) -> Iterator[CompiledPolicy[RuleT]]:
         return iter(sorted(self._by_key.values(), key=CompiledPolicy.sort_key))
@@ -309,7 +305,7 @@ class PolicyIndex(Generic[RuleT]):
             buckets = [bucket for scope in ((CLUSTER, ns) if ns else (CLUSTER,))
                        for g, k in ((group, kind), (group, ANY), (ANY, kind), (ANY, ANY))
                        if (bucket := self._buckets.get((scope, g, k))) is not None]
-            always: dict[str, CompiledPolicy[RuleT]] = {}
+            always: dict[PolicyId, CompiledPolicy[RuleT]] = {}
             for bucket in buckets:
                 always.update(bucket.always)
             found = _Found(always, tuple(bucket.guarded for bucket in buckets if bucket.guarded))
@@ -318,7 +314,7 @@ class PolicyIndex(Generic[RuleT]):
             self._cache[cache_key] = found
         if not found.guarded:
             return list(found.ordered)
-        hits: dict[str, CompiledPolicy[RuleT]] = {}
+        hits: dict[PolicyId, CompiledPolicy[RuleT]] = {}
         for probe in _probes(obj, ns):
             for guarded in found.guarded:
                 if (members := guarded.get(probe)) is not None:
@@ -350,8 +346,8 @@ class _Found(Generic[RuleT]):
 
     __slots__ = ("always", "guarded", "ordered")
 
-    def __init__(self, always: dict[str, CompiledPolicy[RuleT]],
-                 guarded: tuple[dict[Guard, dict[str, CompiledPolicy[RuleT]]], ...]) -> None:
+    def __init__(self, always: dict[PolicyId, CompiledPolicy[RuleT]],
+                 guarded: tuple[dict[Guard, dict[PolicyId, CompiledPolicy[RuleT]]], ...]) -> None:
         self.always = always
         self.ordered = tuple(sorted(always.values(), key=CompiledPolicy.sort_key))
         self.guarded = guarded
