@@ -12,7 +12,7 @@ from kinitiras_py.admission.pipeline import Request
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import Obj, Patch
-from kinitiras_py.engine.policies.compiled import EitherPolicy, OverridePolicy, validates
+from kinitiras_py.engine.policies.compiled import CompiledOverridePolicy, EitherPolicy, validates
 from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.engine.rules import jsrules
 from kinitiras_py.refs.egress import Egress
@@ -54,7 +54,7 @@ def rendered_patch(doc: Obj, compiled: EitherPolicy) -> Patch:
     return ops + compiled.rendered_field_ops(doc)
 
 
-def _kept_in_configmaps(compiled: OverridePolicy) -> list[int]:
+def _kept_in_configmaps(compiled: CompiledOverridePolicy) -> list[int]:
     """Indexes of the rules whose sidecar template is read from a ConfigMap: a ``renderedCel``
     stored on them (from an earlier inline version) is not what runs, so it is removed."""
     return [rule.index for rule in compiled.rules if rule.sidecar is not None and rule.sidecar.config_map is not None]

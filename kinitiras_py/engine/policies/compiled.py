@@ -172,13 +172,13 @@ class CompiledPolicy(Generic[RuleT]):
         return (0 if self.cluster_scoped else 1, self.name, self.namespace or "")
 
 
-OverridePolicy = CompiledPolicy[CompiledOverrideRule]
+CompiledOverridePolicy = CompiledPolicy[CompiledOverrideRule]
 """A compiled ClusterOverridePolicy or OverridePolicy."""
-ValidatePolicy = CompiledPolicy[CompiledValidateRule]
+CompiledValidatePolicy = CompiledPolicy[CompiledValidateRule]
 """A compiled ClusterValidatePolicy or ValidatePolicy."""
 AnyPolicy = CompiledPolicy[CompiledRule]
 """A compiled policy, whatever its family (what reads only what both families have takes it)."""
-EitherPolicy = OverridePolicy | ValidatePolicy
+EitherPolicy = CompiledOverridePolicy | CompiledValidatePolicy
 """A compiled policy of one family or the other (what compiling makes; :func:`validates` tells which)."""
 Match = tuple[CompiledPolicy[RuleT], RuleT]
 """A matched (policy, rule): one of the policy's rules, which applies to the object under review."""
@@ -190,7 +190,7 @@ AnyMatch = Match[CompiledRule]
 """A matched rule of either family with its policy."""
 
 
-def validates(policy: EitherPolicy) -> TypeIs[ValidatePolicy]:
+def validates(policy: EitherPolicy) -> TypeIs[CompiledValidatePolicy]:
     """Whether ``policy`` is of a validate kind (its rules are validate rules), else an override kind."""
     return policy.kind in VALIDATE_KINDS
 

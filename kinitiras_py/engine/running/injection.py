@@ -32,13 +32,13 @@ from kinitiras_py.base.ids import PolicyId
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.objects import patching, patchlog
-from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, OverrideMatch, OverridePolicy
+from kinitiras_py.engine.policies.compiled import CompiledOverridePolicy, CompiledOverrideRule, OverrideMatch
 from kinitiras_py.engine.rendering.injecting import marker_key
 
 SEVERITY = {"Override": 0, "Skip": 1, "Deny": 2}
 @dataclass
 class _Plan:
-    policy: OverridePolicy
+    policy: CompiledOverridePolicy
     rule: CompiledOverrideRule
     spec_at: str
     claims: list[Obj]
@@ -52,9 +52,9 @@ class Injection:
     applied: list[OverrideMatch] = field(default_factory=list)
     """The rules whose injections are in the result (each marked the pod)."""
     warnings: list[str] = field(default_factory=list)
-    errors: list[tuple[OverridePolicy, CompiledOverrideRule, str]] = field(default_factory=list)
+    errors: list[tuple[CompiledOverridePolicy, CompiledOverrideRule, str]] = field(default_factory=list)
     """Rules whose CEL failed: the caller applies their failurePolicy."""
-    denial: tuple[OverridePolicy, CompiledOverrideRule, str] | None = None
+    denial: tuple[CompiledOverridePolicy, CompiledOverrideRule, str] | None = None
     """A conflict under onConflict Deny: the request must be denied with this reason."""
 
 

@@ -22,7 +22,7 @@ from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.objects import lastapplied, patchlog
-from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, OverrideMatch, OverridePolicy
+from kinitiras_py.engine.policies.compiled import CompiledOverridePolicy, CompiledOverrideRule, OverrideMatch
 from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleFailure, RuleId
 from kinitiras_py.engine.rules import jsrules, origin
 from kinitiras_py.engine.running import injection, sidecargroups
@@ -53,7 +53,7 @@ def _inputs(working: Obj, draft: patchlog.Draft, variables: dict[str, Any],
     return bound if draft.doc is working else bound.changed("object", draft.doc, draft.touched)
 
 
-def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: OverridePolicy, variables: dict[str, Any],
+def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: CompiledOverridePolicy, variables: dict[str, Any],
                bound: Bindings | None = None, rendered: Program | None = None,
                marks: jsrules.Marks | None = None) -> patchlog.Draft:
     """Apply one rule's overriders: rendered, cue, cel, javascript, plaintext, origin. ``working`` is not

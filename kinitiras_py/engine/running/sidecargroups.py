@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.objects import workloads
-from kinitiras_py.engine.policies.compiled import OverrideMatch, OverridePolicy
+from kinitiras_py.engine.policies.compiled import CompiledOverridePolicy, OverrideMatch
 from kinitiras_py.engine.policies.results import PolicyId, RuleFailure
 
 
@@ -14,7 +14,7 @@ def group_conflict(matches: Sequence[OverrideMatch], obj: Obj) -> RuleFailure | 
     """The denial of a pod that two sidecar policies of one group select, naming both; else None."""
     if not workloads.is_pod_bearing(obj):
         return None
-    first: dict[str, OverridePolicy] = {}
+    first: dict[str, CompiledOverridePolicy] = {}
     for policy, rule in matches:
         sidecar = rule.sidecar
         if sidecar is None or sidecar.group is None:
