@@ -39,7 +39,7 @@ MAX_ENTRY_BYTES: Final = 128 * 1024
 
 
 @dataclass(frozen=True)
-class Request:
+class ReviewBody:
     """Where a body's uid is: ``key`` is the body without it."""
 
     key: bytes
@@ -64,12 +64,12 @@ class Answer:
         return self.head + uid.encode() + self.tail
 
 
-def request(body: bytes) -> Request | None:
+def request(body: bytes) -> ReviewBody | None:
     """Where ``body``'s uid is, or None when it is not laid out as the API server writes reviews."""
     found = _START.match(body)
     if found is None:
         return None
-    return Request(body[:found.start(1)] + body[found.end(1):], found.group(1).decode())
+    return ReviewBody(body[:found.start(1)] + body[found.end(1):], found.group(1).decode())
 
 
 class Answers(Cache[bytes, Answer]):
@@ -78,7 +78,7 @@ class Answers(Cache[bytes, Answer]):
     def __init__(self, max_bytes: int) -> None:
         super().__init__(max_bytes, MAX_ENTRY_BYTES)
 
-    def recall(self, req: Request, stamp: int) -> Answer | None:
+    def recall(self, req: ReviewBody, stamp: int) -> Answer | None:
         """The answer remembered for ``req`` under the index generation ``stamp``, or None."""
         found = self._entries.get(req.key, refresh=True)
         if found is None or found.stamp != stamp:
@@ -87,7 +87,7 @@ class Answers(Cache[bytes, Answer]):
         self.hits += 1
         return found
 
-    def remember(self, req: Request, uid: str, stamp: int, answer: bytes, timed: tuple[PolicyId, ...],
+    def remember(self, req: ReviewBody, uid: str, stamp: int, answer: bytes, timed: tuple[PolicyId, ...],
                  patched: tuple[PolicyId, ...]) -> None:
         """Keep ``answer`` (to the request ``req``, whose decoded uid is ``uid``) as made under the
         index generation ``stamp``, in place of an older one for the same bytes."""

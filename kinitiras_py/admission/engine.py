@@ -36,7 +36,14 @@ from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import OPERATIONS, Obj
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.matching.selection import PolicyIndex
-from kinitiras_py.engine.policies.compiled import VALIDATE_KINDS, CompiledPolicy
+from kinitiras_py.engine.policies.compiled import (
+    VALIDATE_KINDS,
+    CompiledOverrideRule,
+    CompiledPolicy,
+    CompiledValidateRule,
+    EitherPolicy,
+    validates,
+)
 from kinitiras_py.engine.policies.results import Mutation, Verdict
 from kinitiras_py.refs.egress import Egress
 from kinitiras_py.refs.resolver import HttpClient
@@ -73,13 +80,13 @@ class Engine:
     :meth:`admit_sync`). An engine is used from one event loop at a time.
     """
 
-    def __init__(self, policies: Iterable[Obj | CompiledPolicy] = (), *, store: Store | None = None,
+    def __init__(self, policies: Iterable[Obj | EitherPolicy] = (), *, store: Store | None = None,
                  http: HttpClient | None = None, egress: Egress | None = None, lookup_timeout: float = 2.5,
                  cel_results_bytes: int = celmemo.DEFAULT_BYTES,
                  mutation_results_bytes: int = mutationmemo.DEFAULT_BYTES) -> None:
-        self.overrides = PolicyIndex()
+        self.overrides: PolicyIndex[CompiledOverrideRule] = PolicyIndex()
         """The override policies, as requests find them."""
-        self.validations = PolicyIndex()
+        self.validations: PolicyIndex[CompiledValidateRule] = PolicyIndex()
         """The validate policies, as requests find them."""
         self.egress = egress if egress is not None else Egress()
         """The operator's setting for http references: policies are held to it when added."""
@@ -100,7 +107,7 @@ class Engine:
 
     # Policies
 
-    def compile(self, policy: Obj | CompiledPolicy) -> CompiledPolicy:
+    def compile(self, policy: Obj | EitherPolicy) -> EitherPolicy:
         """``policy`` compiled and checked as the webhook admits a policy (its http references held to
         :attr:`egress`); PolicyErrors naming the policy and each refused field of its rules."""
         if isinstance(policy, CompiledPolicy):
@@ -108,9 +115,9 @@ class Engine:
             return policy
         return policies.compile_checked(policy, self.egress)
 
-    def compile_all(self, given: Iterable[Obj | CompiledPolicy]) -> tuple[list[CompiledPolicy], list[PolicyErrors]]:
+    def compile_all(self, given: Iterable[Obj | EitherPolicy]) -> tuple[list[EitherPolicy], list[PolicyErrors]]:
         """Each of ``given`` compiled (:meth:`compile`), in order, and the refusal of each refused one."""
-        compiled: list[CompiledPolicy] = []
+        compiled: list[EitherPolicy] = []
         refused: list[PolicyErrors] = []
         for policy in given:
             try:
@@ -119,7 +126,7 @@ class Engine:
                 refused.append(e)
         return compiled, refused
 
-    def _compiled(self, given: Iterable[Obj | CompiledPolicy]) -> list[CompiledPolicy]:
+    def _compiled(self, given: Iterable[Obj | EitherPolicy]) -> list[EitherPolicy]:
         compiled, refused = self.compile_all(given)
         if len(refused) == 1:
             raise refused[0]
@@ -127,22 +134,23 @@ class Engine:
             raise PolicyErrors(list[PolicyError](refused))  # ``errors`` holds each refused policy's PolicyErrors
         return compiled
 
-    def add(self, *given: Obj | CompiledPolicy) -> list[CompiledPolicy]:
+    def add(self, *given: Obj | EitherPolicy) -> list[EitherPolicy]:
         """Compile (:meth:`compile`) and put ``given`` in force, each in place of a policy of the same
         kind, namespace and name; the compiled policies, in the order given. If any is refused,
         none is added: PolicyErrors for it, or one whose ``errors`` are each refused policy's."""
         compiled = self._compiled(given)
         for policy in compiled:
-            self._index(policy).put(policy)
+            self._put(policy)
         return compiled
 
-    def replace(self, *given: Obj | CompiledPolicy) -> list[CompiledPolicy]:
+    def replace(self, *given: Obj | EitherPolicy) -> list[EitherPolicy]:
         """Make ``given`` the engine's only policies (as :meth:`add`; if any is refused, nothing changes)."""
         compiled = self._compiled(given)
         for policy in self.policies:
-            self._index(policy).remove(policy.kind, policy.namespace, policy.name)
+            (self.validations if validates(policy) else self.overrides).remove(policy.kind, policy.namespace,
+                                                                              policy.name)
         for policy in compiled:
-            self._index(policy).put(policy)
+            self._put(policy)
         return compiled
 
     def remove(self, kind: str, name: str, namespace: str | None = None) -> bool:
@@ -155,12 +163,15 @@ class Engine:
         return True
 
     @property
-    def policies(self) -> list[CompiledPolicy]:
+    def policies(self) -> list[EitherPolicy]:
         """Every policy in force: override policies, then validate policies."""
         return [*self.overrides, *self.validations]
 
-    def _index(self, policy: CompiledPolicy) -> PolicyIndex:
-        return self.validations if policy.validating else self.overrides
+    def _put(self, policy: EitherPolicy) -> None:
+        if validates(policy):
+            self.validations.put(policy)
+        else:
+            self.overrides.put(policy)
 
     # Requests
 

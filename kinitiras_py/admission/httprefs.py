@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import AnyPolicy
 from kinitiras_py.refs.egress import Egress, EgressRefused
 
 _PLACEHOLDER = re.compile(r"\{\{.*?\}\}")
 
 
-def refused(compiled: CompiledPolicy, egress: Egress) -> list[PolicyError]:
+def refused(compiled: AnyPolicy, egress: Egress) -> list[PolicyError]:
     """One error per URL of ``compiled`` that ``egress`` forbids, naming its field."""
     namespaced = not compiled.cluster_scoped
     errors: list[PolicyError] = []
@@ -36,7 +36,7 @@ def refused(compiled: CompiledPolicy, egress: Egress) -> list[PolicyError]:
     return errors
 
 
-def check(compiled: CompiledPolicy, egress: Egress) -> None:
+def check(compiled: AnyPolicy, egress: Egress) -> None:
     """Raise PolicyErrors naming the policy and every forbidden URL's field, if any."""
     errors = refused(compiled, egress)
     if errors:

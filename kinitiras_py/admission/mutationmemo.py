@@ -24,15 +24,17 @@ mutation read (:meth:`.readrecord.ReadRecord.key`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
 from kinitiras_py.base.bounded import Cache
+from kinitiras_py.base.ids import RuleId
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation import celvalues
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.matching import selection
+from kinitiras_py.engine.policies.compiled import OverrideMatch
 from kinitiras_py.engine.policies.results import Mutation
 
 DEFAULT_BYTES: Final = 1024 * 1024
@@ -44,8 +46,6 @@ _OVERHEAD: Final = 400
 Key = tuple[bytes, bytes]
 """(the matched rules and what they read beyond the request, the request's fingerprint); for the
 rules a request matches, (the index's generation in decimal, the request's fingerprint)."""
-Match = tuple[Any, Any]
-"""A matched (policy, rule)."""
 
 
 class _Entry:
@@ -65,7 +65,7 @@ class _Selected:
 
     __slots__ = ("cost", "matches")
 
-    def __init__(self, matches: tuple[Match, ...], cost: int) -> None:
+    def __init__(self, matches: tuple[OverrideMatch, ...], cost: int) -> None:
         self.matches, self.cost = matches, cost
 
 
@@ -118,7 +118,8 @@ class Mutations(Cache[Key, _Entry | _Selected]):
     def __init__(self, max_bytes: int = DEFAULT_BYTES) -> None:
         super().__init__(max_bytes, MAX_ENTRY_BYTES)
 
-    def matches(self, generation: int, fingerprint: bytes | None, find: Callable[[], list[Match]]) -> list[Match]:
+    def matches(self, generation: int, fingerprint: bytes | None, find: Callable[[], list[OverrideMatch]]
+                ) -> list[OverrideMatch]:
         """What ``find`` (selection in the index of ``generation``) gives for the request with
         ``fingerprint``, remembered: it depends on nothing else (the object, the operation and
         the namespace are in the fingerprint)."""
@@ -163,9 +164,9 @@ class Mutations(Cache[Key, _Entry | _Selected]):
         self.keep(key, entry, entry.cost)
 
 
-def key(fingerprint: bytes | None, generation: int, matches: list[Match], features: int,
-        namespace_object: Obj | None, params: Mapping[tuple[str, int], Mapping[str, JSON]],
-        errors: Mapping[tuple[str, int], str], programs: Mapping[tuple[str, int], Program]) -> Key | None:
+def key(fingerprint: bytes | None, generation: int, matches: list[OverrideMatch], features: int,
+        namespace_object: Obj | None, params: Mapping[RuleId, Mapping[str, JSON]],
+        errors: Mapping[RuleId, str], programs: Mapping[RuleId, Program]) -> Key | None:
     """The inputs of a mutation as a key that differs whenever they do, or None when it is not to
     be remembered (see the module's docstring). ``generation`` is the policy index's when it
     found ``matches``; the index keeps its policies alive, so within it their ids are theirs."""
@@ -175,8 +176,8 @@ def key(fingerprint: bytes | None, generation: int, matches: list[Match], featur
     # namespaceObject is None unless a rule may read it (features say which).
     inputs = [generation, features, [[id(policy), rule.index] for policy, rule in matches],
               [] if namespace_object is None else [namespace_object],
-              [[ref, index, values] for (ref, index), values in params.items()],
-              [[ref, index, program.source] for (ref, index), program in programs.items()]]
+              [[str(policy), index, values] for (policy, index), values in params.items()],
+              [[str(policy), index, program.source] for (policy, index), program in programs.items()]]
     head = celvalues.exact_json(inputs)
     # A pair, not one joined bytes: the fingerprint's hash is computed once per request and kept.
     return None if head is None else (head, fingerprint)

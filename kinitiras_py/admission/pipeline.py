@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kinitiras_py.admission import mutationmemo, sidecars
 from kinitiras_py.admission.readrecord import ReadRecord
+from kinitiras_py.base.ids import PolicyId, RuleId
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.evaluation.cel import Program, runs_long
@@ -19,13 +20,22 @@ from kinitiras_py.engine.matching import (
     selection,  # FIXSPLIT conditions, jsrules, overriding, , validating
 )
 from kinitiras_py.engine.matching.selection import PolicyIndex
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import (
+    CompiledOverrideRule,
+    CompiledRule,
+    CompiledValidateRule,
+    Match,
+    OverrideMatch,
+    ValidateMatch,
+)
 from kinitiras_py.engine.policies.results import Mutation, RuleCheck, Verdict
 from kinitiras_py.engine.rules import jsrules
 from kinitiras_py.engine.running import overriding, validating
 from kinitiras_py.refs import resolver
 from kinitiras_py.refs.egress import Egress
 from kinitiras_py.refs.store import Store
+
+RuleT = TypeVar("RuleT", bound=CompiledRule)
 
 
 @dataclass
@@ -93,8 +103,8 @@ class Decision:
 class Pipeline:
     """Runs override then validate policies; references resolved through ``store``/``http``."""
 
-    overrides: PolicyIndex
-    validations: PolicyIndex
+    overrides: PolicyIndex[CompiledOverrideRule]
+    validations: PolicyIndex[CompiledValidateRule]
     store: Store
     http: resolver.HttpClient | None = None
     lookup_timeout: float = 2.5
@@ -104,14 +114,14 @@ class Pipeline:
     mutations: mutationmemo.Mutations = field(default_factory=mutationmemo.Mutations)
     """The memory of mutations (its owner's: :class:`~.engine.Engine`)."""
 
-    async def _params(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj
-                      ) -> tuple[dict[tuple[str, int], dict[str, JSON]], dict[tuple[str, int], str]]:
-        params: dict[tuple[str, int], dict[str, JSON]] = {}
-        errors: dict[tuple[str, int], str] = {}
+    async def _params(self, matches: Sequence[Match[CompiledRule]], obj: Obj
+                      ) -> tuple[dict[RuleId, dict[str, JSON]], dict[RuleId, str]]:
+        params: dict[RuleId, dict[str, JSON]] = {}
+        errors: dict[RuleId, str] = {}
         for policy, rule in matches:
             if not rule.refs:
                 continue
-            key = (policy.ref, rule.index)
+            key = RuleId(policy.identity, rule.index)
             try:
                 values = await resolver.resolve_rule(rule.refs, obj, self.store, self.http, self.lookup_timeout,
                                                      policy.namespace, namespaced=not policy.cluster_scoped)
@@ -137,41 +147,42 @@ class Pipeline:
         except (LookupError, TimeoutError):
             return None
 
-    async def _policy_params(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj
-                             ) -> tuple[dict[str, dict[str, JSON]], dict[str, str]]:
-        """Each matched policy's ``valueRefs`` resolved (by policy ref), and those that failed."""
-        params: dict[str, dict[str, JSON]] = {}
-        errors: dict[str, str] = {}
+    async def _policy_params(self, matches: Sequence[Match[CompiledRule]], obj: Obj
+                             ) -> tuple[dict[PolicyId, dict[str, JSON]], dict[PolicyId, str]]:
+        """Each matched policy's ``valueRefs`` resolved (by policy), and those that failed."""
+        params: dict[PolicyId, dict[str, JSON]] = {}
+        errors: dict[PolicyId, str] = {}
         for policy in {id(p): p for p, _ in matches if p.refs}.values():
             try:
                 values = await resolver.resolve_rule(policy.refs, obj, self.store, self.http, self.lookup_timeout,
                                                      policy.namespace, namespaced=not policy.cluster_scoped)
-                params[policy.ref] = {name: value for name, value in values.items() if value is not None}
+                params[policy.identity] = {name: value for name, value in values.items() if value is not None}
             except resolver.LookupFailure as e:
-                errors[policy.ref] = f"valueRefs: {e}"
+                errors[policy.identity] = f"valueRefs: {e}"
         return params, errors
 
-    async def _conditioned(self, matches: list[tuple[CompiledPolicy, Any]], variables: dict[str, Any]
-                           ) -> tuple[list[tuple[CompiledPolicy, Any]], dict[tuple[str, int], str],
-                                      dict[str, dict[str, JSON]]]:
+    async def _conditioned(self, matches: list[Match[RuleT]], variables: dict[str, Any]
+                           ) -> tuple[list[Match[RuleT]], dict[RuleId, str],
+                                      dict[PolicyId, dict[str, JSON]]]:
         """The matches whose policies' matchConditions hold, the rules that failed (conditions or
         valueRefs), and the policies' resolved valueRefs."""
         shared, failed = await self._policy_params(matches, variables["object"])
         if not conditions.needed(matches):
-            return matches, {(p.ref, r.index): failed[p.ref] for p, r in matches if p.ref in failed}, shared
+            return matches, {RuleId(p.identity, r.index): failed[p.identity] for p, r in matches
+                             if p.identity in failed}, shared
         kept, errors = conditions.apply(matches, variables, shared, failed)
         return kept, errors, shared
 
     @staticmethod
-    def _merged(params: dict[tuple[str, int], dict[str, JSON]], shared: dict[str, dict[str, JSON]],
-                matches: list[tuple[CompiledPolicy, Any]]) -> dict[tuple[str, int], dict[str, JSON]]:
+    def _merged(params: dict[RuleId, dict[str, JSON]], shared: dict[PolicyId, dict[str, JSON]],
+                matches: Sequence[Match[CompiledRule]]) -> dict[RuleId, dict[str, JSON]]:
         """Rule parameters with their policy's valueRefs under them."""
         if not shared:
             return params
         for policy, rule in matches:
-            if policy.ref in shared:
-                key = (policy.ref, rule.index)
-                params[key] = {**shared[policy.ref], **params.get(key, {})}
+            if policy.identity in shared:
+                key = RuleId(policy.identity, rule.index)
+                params[key] = {**shared[policy.identity], **params.get(key, {})}
         return params
 
     async def mutate(self, request: Request) -> Mutation:
@@ -214,8 +225,8 @@ class Pipeline:
             return Mutation(object=obj, stamp=generation)
         features = self.overrides.features(matches)
         variables = await self._variables(request, obj, features)
-        failed: dict[tuple[str, int], str] = {}
-        shared: dict[str, dict[str, JSON]] = {}
+        failed: dict[RuleId, str] = {}
+        shared: dict[PolicyId, dict[str, JSON]] = {}
         if features & selection.CONDITIONS:
             matches, failed, shared = await self._conditioned(matches, variables)
             if not matches:
@@ -226,7 +237,7 @@ class Pipeline:
         if shared:
             params = self._merged(params, shared, matches)
         errors.update(failed)
-        programs: dict[tuple[str, int], Program] = {}
+        programs: dict[RuleId, Program] = {}
         if features & selection.SIDECARS:
             programs, missing = await sidecars.programs(matches, obj, self.store, self.lookup_timeout)
             errors.update(missing)
@@ -253,9 +264,9 @@ class Pipeline:
         return mutation
 
     @staticmethod
-    async def _run_rules(matches: list[tuple[CompiledPolicy, Any]], obj: Obj, variables: dict[str, Any],
-                         params: dict[tuple[str, int], dict[str, JSON]], errors: dict[tuple[str, int], str],
-                         programs: dict[tuple[str, int], Program], features: int, request: Request,
+    async def _run_rules(matches: list[OverrideMatch], obj: Obj, variables: dict[str, Any],
+                         params: dict[RuleId, dict[str, JSON]], errors: dict[RuleId, str],
+                         programs: dict[RuleId, Program], features: int, request: Request,
                          received: bool, until: float) -> Mutation:
         """The matched override rules applied to ``obj``, off the event loop when they may run long."""
         every = [p for _, rule in matches for p in (rule.rendered, rule.cue, rule.cel)]
@@ -285,8 +296,8 @@ class Pipeline:
             return Verdict()
         features = self.validations.features(matches)
         variables = await self._variables(request, obj, features)
-        failed: dict[tuple[str, int], str] = {}
-        policy_params: dict[str, dict[str, JSON]] = {}
+        failed: dict[RuleId, str] = {}
+        policy_params: dict[PolicyId, dict[str, JSON]] = {}
         if features & selection.CONDITIONS:
             matches, failed, policy_params = await self._conditioned(matches, variables)
         shared = Bindings({**variables, "params": {}}, request.measured)
@@ -296,16 +307,16 @@ class Pipeline:
         with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
             return await self._validate_each(matches, obj, variables, shared, verdict, failed, policy_params)
 
-    async def _validate_each(self, matches: list[tuple[CompiledPolicy, Any]], obj: Obj, variables: dict[str, Any],
-                             shared: Bindings, verdict: Verdict, failed: dict[tuple[str, int], str],
-                             policy_params: dict[str, dict[str, JSON]]) -> Verdict:
+    async def _validate_each(self, matches: list[ValidateMatch], obj: Obj, variables: dict[str, Any],
+                             shared: Bindings, verdict: Verdict, failed: dict[RuleId, str],
+                             policy_params: dict[PolicyId, dict[str, JSON]]) -> Verdict:
         # Rule by rule, so the references of rules after a denial are never fetched (no needless
         # HTTP calls or lookups for a request that is refused anyway).
         for match in matches:
             params, errors = await self._params([match], obj)
             if policy_params:
                 params = self._merged(params, policy_params, [match])
-            if failed and (key := (match[0].ref, match[1].index)) in failed:
+            if failed and (key := RuleId(match[0].identity, match[1].index)) in failed:
                 errors[key] = failed[key]
             if match[1].javascript is not None or runs_long((match[1].rendered, match[1].cue, match[1].cel), obj):
                 one = await asyncio.to_thread(validating.validate, [match], variables, params, errors, shared)

@@ -12,9 +12,9 @@ from kinitiras_py.admission.pipeline import Request
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.base.typedefs import Obj, Patch
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledOverridePolicy, EitherPolicy, validates
 from kinitiras_py.engine.policies.compiling import compile_policy
-from kinitiras_py.engine.rules import jsrules, sidecars
+from kinitiras_py.engine.rules import jsrules
 from kinitiras_py.refs.egress import Egress
 
 
@@ -25,7 +25,7 @@ class PolicyAdmission:
     patch: Patch = field(default_factory=list)
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
-    compiled: CompiledPolicy | None = None
+    compiled: EitherPolicy | None = None
 
 
 def is_policy(obj: Obj) -> bool:
@@ -33,7 +33,7 @@ def is_policy(obj: Obj) -> bool:
     return models.is_policy(obj)
 
 
-def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
+def rendered_patch(doc: Obj, compiled: EitherPolicy) -> Patch:
     """JSON patch ops setting ``renderedCel`` of every templated rule; none when already current."""
     rules = (doc.get("spec") or {}).get("validateRules" if compiled.validating else "overrideRules") or []
     field_name = "validateRules" if compiled.validating else "overrideRules"
@@ -48,13 +48,19 @@ def rendered_patch(doc: Obj, compiled: CompiledPolicy) -> Patch:
             continue
         if holder.get("renderedCel") != source:
             ops.append({"op": "add", "path": f"{pointer}/renderedCel", "value": source})
-    for index in sidecars.kept_in_configmaps(compiled.rules):
+    for index in [] if validates(compiled) else _kept_in_configmaps(compiled):
         if "renderedCel" in (rules[index].get("overriders") or {}):
             ops.append({"op": "remove", "path": f"/spec/{field_name}/{index}/overriders/renderedCel"})
     return ops + compiled.rendered_field_ops(doc)
 
 
-def compile_checked(obj: Obj, egress: Egress, seconds: float = float("inf")) -> CompiledPolicy:
+def _kept_in_configmaps(compiled: CompiledOverridePolicy) -> list[int]:
+    """Indexes of the rules whose sidecar template is read from a ConfigMap: a ``renderedCel``
+    stored on them (from an earlier inline version) is not what runs, so it is removed."""
+    return [rule.index for rule in compiled.rules if rule.sidecar is not None and rule.sidecar.config_map is not None]
+
+
+def compile_checked(obj: Obj, egress: Egress, seconds: float = float("inf")) -> EitherPolicy:
     """``obj`` compiled and its http references held to the operator's ``egress`` setting, as the
     webhook checks a policy being admitted; PolicyErrors naming the policy, its rules and fields.
     Loading its scripts gives up after ``seconds``."""
@@ -75,10 +81,5 @@ def admit_policy(request: Request, egress: Egress, seconds: float = float("inf")
         compiled = compile_checked(obj, egress, seconds)
     except PolicyErrors as e:
         return PolicyAdmission(error=str(e))
-    return PolicyAdmission(patch=rendered_patch(obj, compiled), warnings=list(compiled_warnings(compiled)),
+    return PolicyAdmission(patch=rendered_patch(obj, compiled), warnings=list(compiled.warnings),
                            compiled=compiled)
-
-
-def compiled_warnings(compiled: CompiledPolicy) -> tuple[str, ...]:
-    """Warnings found while compiling (e.g. credentials written inline), if the engine gives any."""
-    return tuple(getattr(compiled, "warnings", ()) or ())

@@ -29,11 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kinitiras_py.admission import mutationmemo
+from kinitiras_py.base.ids import PolicyId, RuleId
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.matching import selection  # FIXSPLIT
+from kinitiras_py.engine.policies.compiled import OverrideMatch
 
-RuleKey = tuple[str, int]
 KNOWN_FEATURES = (selection.CONDITIONS | selection.SIDECARS | selection.JAVASCRIPT | selection.INJECTS
                   | selection.NAMESPACE)
 """The feature bits whose inputs the record describes; any other bit turns caching off."""
@@ -49,13 +50,13 @@ class ReadRecord:
     """The :func:`.selection.policy_features` bits of the matched policies."""
     namespace: Obj | None = None
     """The request's Namespace as read, when a matched rule may read it (None: not read or absent)."""
-    references: Mapping[RuleKey, Mapping[str, JSON]] = field(default_factory=dict)
+    references: Mapping[RuleId, Mapping[str, JSON]] = field(default_factory=dict)
     """Each rule's resolved references (its policy's ``valueRefs`` under them), by value."""
-    policy_references: Mapping[str, Mapping[str, JSON]] = field(default_factory=dict)
+    policy_references: Mapping[PolicyId, Mapping[str, JSON]] = field(default_factory=dict)
     """Each policy's resolved ``valueRefs``, by policy."""
-    configmaps: Mapping[RuleKey, Program] = field(default_factory=dict)
+    configmaps: Mapping[RuleId, Program] = field(default_factory=dict)
     """The CEL of each sidecar template read from a ConfigMap."""
-    failures: Mapping[RuleKey, str] = field(default_factory=dict)
+    failures: Mapping[RuleId, str] = field(default_factory=dict)
     """The lookups (conditions, references, ConfigMaps) that failed: a later request may succeed."""
     javascript: bool = False
     """Whether a matched rule is a script, so one may run (it may read the clock, randomness or its
@@ -85,7 +86,7 @@ class ReadRecord:
         """Whether cached CEL results may serve this tier's rules: every input is described."""
         return not self.undescribed
 
-    def key(self, fingerprint: bytes | None, matches: list[mutationmemo.Match]) -> mutationmemo.Key | None:
+    def key(self, fingerprint: bytes | None, matches: list[OverrideMatch]) -> mutationmemo.Key | None:
         """The key of the memory of mutations for the request with ``fingerprint`` and ``matches``
         under these reads; None when the mutation is not to be remembered (a failed lookup, a
         script, no fingerprint, an input not described)."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from kinitiras_py.admission.pipeline import Decision
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import AnyPolicy, OverrideMatch, ValidateMatch
 from kinitiras_py.engine.policies.results import PolicyId, RuleId
 
 RESULTS = ("pass", "fail", "warn", "error", "skip")
@@ -101,7 +101,7 @@ def _policy_json(pid: PolicyId) -> dict[str, JSON]:
     return {"kind": pid.kind, "namespace": pid.namespace, "name": pid.name}
 
 
-def override_results(decision: Decision, matched: Iterable[tuple[CompiledPolicy, Any]]) -> list[RuleResult]:
+def override_results(decision: Decision, matched: Iterable[OverrideMatch]) -> list[RuleResult]:
     """The results of the override rules ``matched`` (by selectors and operation) on the object."""
     mutation = decision.mutation
     applied = set(mutation.applied) if mutation else set()
@@ -125,7 +125,7 @@ def override_results(decision: Decision, matched: Iterable[tuple[CompiledPolicy,
     return out
 
 
-def validate_results(decision: Decision, matched: Sequence[tuple[CompiledPolicy, Any]]) -> list[RuleResult]:
+def validate_results(decision: Decision, matched: Sequence[ValidateMatch]) -> list[RuleResult]:
     """The results of the validate rules ``matched`` (by selectors and operation) on the mutated object."""
     checks = {check.rule: check for check in decision.checks}
     out = []
@@ -162,7 +162,7 @@ def _add(counts: dict[str, Any], one: RuleResult) -> None:
     counts["results"][one.result] += 1
 
 
-def summary(policies: Sequence[CompiledPolicy], objects: Sequence[ObjectResult]) -> dict[str, Any]:
+def summary(policies: Sequence[AnyPolicy], objects: Sequence[ObjectResult]) -> dict[str, Any]:
     """Counts per policy and rule (every rule of every policy, those that matched nothing too),
     and totals over every object."""
     per_rule: dict[RuleId, dict[str, Any]] = {}
@@ -184,12 +184,12 @@ def summary(policies: Sequence[CompiledPolicy], objects: Sequence[ObjectResult])
     return {"policies": rows, "totals": totals}
 
 
-def to_json(policies: Sequence[CompiledPolicy], objects: Sequence[ObjectResult]) -> dict[str, JSON]:
+def to_json(policies: Sequence[AnyPolicy], objects: Sequence[ObjectResult]) -> dict[str, JSON]:
     """Everything ``apply`` found: each object's result, and the summary."""
     return {"objects": [o.to_json() for o in objects], **summary(policies, objects)}
 
 
-def summary_text(policies: Sequence[CompiledPolicy], objects: Sequence[ObjectResult]) -> str:
+def summary_text(policies: Sequence[AnyPolicy], objects: Sequence[ObjectResult]) -> str:
     """The summary as a table, one line per rule, then the totals."""
     counted = summary(policies, objects)
     names = [f"{row['policy']['kind']} " + "/".join(filter(None, (row["policy"]["namespace"],

@@ -8,17 +8,16 @@ or a template that cannot be rendered, is the rule's error: its failurePolicy de
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Sequence
 
 from kinitiras_py.base.errors import PolicyError
+from kinitiras_py.base.ids import RuleId
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.evaluation.cel import Program
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import OverrideMatch
 from kinitiras_py.engine.rules import sidecars
 from kinitiras_py.refs import scoped
 from kinitiras_py.refs.store import Store
-
-RuleKey = tuple[str, int]
 
 
 async def template_text(rule: sidecars.SidecarRule, store: Store, timeout: float,
@@ -44,17 +43,17 @@ async def template_text(rule: sidecars.SidecarRule, store: Store, timeout: float
     return text
 
 
-async def programs(matches: list[tuple[CompiledPolicy, Any]], obj: Obj, store: Store, timeout: float
-                   ) -> tuple[dict[RuleKey, Program], dict[RuleKey, str]]:
+async def programs(matches: Sequence[OverrideMatch], obj: Obj, store: Store, timeout: float
+                   ) -> tuple[dict[RuleId, Program], dict[RuleId, str]]:
     """The CEL of every matching sidecar rule kept in a ConfigMap, and the errors of those that fail.
     A pod that has the rule's sidecar already needs none (its ConfigMap may be gone by then)."""
-    found: dict[RuleKey, Program] = {}
-    errors: dict[RuleKey, str] = {}
+    found: dict[RuleId, Program] = {}
+    errors: dict[RuleId, str] = {}
     for policy, rule in matches:
-        sidecar = getattr(rule, "sidecar", None)
+        sidecar = rule.sidecar
         if sidecar is None or sidecar.config_map is None or sidecars.already_injected(sidecar, obj):
             continue
-        key = (policy.ref, rule.index)
+        key = RuleId(policy.identity, rule.index)
         try:
             text = await template_text(sidecar, store, timeout, policy.namespace)
             found[key] = sidecars.program_for(sidecar, text)

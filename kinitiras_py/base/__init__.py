@@ -1,1 +1,2 @@
-"""Foundation shared by every layer: errors and type aliases. No Kubernetes knowledge here."""
+"""Foundation shared by every layer: errors, type aliases and the identities of policies and rules. No
+Kubernetes knowledge here."""

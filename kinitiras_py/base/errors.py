@@ -5,7 +5,7 @@
     KinitirasError
     ├── PolicyError          a policy itself is malformed (field path + reason); refused at admission
     ├── RuleDenied           a rule decided to deny the object (a sidecar check, jsa_mutate's Allowed: false)
-    ├── RuleError            a valid rule failed while evaluating one object (policy, rule index)
+    ├── RuleError            a valid rule failed while evaluating one object (its RuleId)
     ├── PatchError           an RFC 6902 operation cannot be applied to a document
     ├── QuantityError        a string is not a Kubernetes quantity
     ├── CelError             a CEL program failed
@@ -23,6 +23,8 @@ tests/unit/base/test_errors.py walks the package to keep it so.
 """
 
 from __future__ import annotations
+
+from kinitiras_py.base.ids import RuleId
 
 
 class KinitirasError(Exception):
@@ -66,13 +68,12 @@ class RuleDenied(KinitirasError):
 
 
 class RuleError(KinitirasError):
-    """A rule failed on one object. Names the policy, the rule index and the reason."""
+    """A rule failed on one object. Names the rule (its policy and index) and the reason."""
 
-    def __init__(self, policy: str, rule: int, reason: str) -> None:
-        self.policy = policy
+    def __init__(self, rule: RuleId, reason: str) -> None:
         self.rule = rule
         self.reason = reason
-        super().__init__(f"policy {policy}, rule {rule}: {reason}")
+        super().__init__(f"policy {rule.policy}, rule {rule.rule}: {reason}")
 
 
 class PatchError(KinitirasError):

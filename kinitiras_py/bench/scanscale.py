@@ -34,6 +34,7 @@ from kinitiras_py.bench.memory import memory_of
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.informers import Informer
 from kinitiras_py.engine.matching.selection import PolicyIndex
+from kinitiras_py.engine.policies.compiled import validates
 from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.engine.policies.results import PolicyId
 from kinitiras_py.offline.static import StaticStore
@@ -240,7 +241,7 @@ async def run(total_pods: int, total_policies: int = 50, rate: float = 20.0, sec
     """The scenario (see the module docstring)."""
     existing = pods(total_pods)
     compiled = [compile_policy(doc) for doc in policies(total_policies)]
-    probe = _Probe(Pipeline(PolicyIndex(), PolicyIndex(compiled), StaticStore()))
+    probe = _Probe(Pipeline(PolicyIndex(), PolicyIndex(p for p in compiled if validates(p)), StaticStore()))
     sink = CountingSink()
     scanner = Scanner(None, sink, Context(StaticStore()), _PodsOnly(), cpu_share=cpu_share,
                       make_informer=lambda client, resource: Preloaded(client, resource, existing))

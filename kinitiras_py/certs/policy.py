@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from kinitiras_py.certs import authority
 
 __all__ = ["ANNOTATION_DOMAIN", "CA_CERT", "CA_KEY", "KEYS", "REPORT_PREFIX", "TLS_CERT", "TLS_KEY", "Action",
-           "Inspection", "Policy", "Report", "Step", "ca_problem", "fingerprint", "inspect", "leaf_problem", "plan",
+           "CertPolicy", "Inspection", "Report", "Step", "ca_problem", "fingerprint", "inspect", "leaf_problem", "plan",
            "report_key", "report_value", "reports", "split_pems", "stale_report_keys", "with_new_ca", "with_new_leaf",
            "without_old_cas"]
 
@@ -56,7 +56,7 @@ _SPKI = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKey
 
 
 @dataclass(frozen=True)
-class Policy:
+class CertPolicy:
     """What to issue and when to renew it."""
 
     dns_names: tuple[str, ...] = ()
@@ -79,7 +79,7 @@ class Policy:
 
     @classmethod
     def for_service(cls, service: str, namespace: str, extra_dns: tuple[str, ...] = (), ips: tuple[str, ...] = (),
-                    **kwargs: object) -> Policy:
+                    **kwargs: object) -> CertPolicy:
         """SANs for the Service (all four forms) plus ``extra_dns`` and ``ips``."""
         names = tuple(dict.fromkeys([*authority.service_names(service, namespace), *extra_dns]))
         return cls(dns_names=names, ips=tuple(ips), **kwargs)  # type: ignore[arg-type]
@@ -281,7 +281,7 @@ class Step:
     """For WAIT: the replicas (annotation keys) not yet serving the current leaf."""
 
 
-def ca_problem(ins: Inspection, now: dt.datetime, policy: Policy) -> str | None:
+def ca_problem(ins: Inspection, now: dt.datetime, policy: CertPolicy) -> str | None:
     """Why the signer must be replaced, or None."""
     ca = ins.signer
     if ca is None:
@@ -303,7 +303,7 @@ def _sans(cert: x509.Certificate) -> tuple[set[str], set[str]]:
     return set(san.get_values_for_type(x509.DNSName)), {str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
 
 
-def leaf_problem(ins: Inspection, now: dt.datetime, policy: Policy) -> str | None:
+def leaf_problem(ins: Inspection, now: dt.datetime, policy: CertPolicy) -> str | None:
     """Why a new leaf must be issued from the signer, or None."""
     leaf = ins.leaf
     if leaf is None:
@@ -323,7 +323,7 @@ def leaf_problem(ins: Inspection, now: dt.datetime, policy: Policy) -> str | Non
     return None
 
 
-def plan(ins: Inspection, now: dt.datetime, policy: Policy, *, injected: bytes | None,
+def plan(ins: Inspection, now: dt.datetime, policy: CertPolicy, *, injected: bytes | None,
          fresh: Mapping[str, Report], force_ca: bool = False, force_leaf: bool = False) -> Step:
     """The leader's next step (see the module docstring). ``injected`` is the bundle last
     confirmed by the injection hook; ``fresh`` are the fresh replica reports."""
@@ -351,7 +351,7 @@ def _pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(_PEM)
 
 
-def with_new_ca(data: Mapping[str, bytes], ins: Inspection, now: dt.datetime, policy: Policy,
+def with_new_ca(data: Mapping[str, bytes], ins: Inspection, now: dt.datetime, policy: CertPolicy,
                 also_keep: bytes = b"") -> dict[str, bytes]:
     """A new CA becomes the signer; still-valid CAs of the bundle (and of ``also_keep``, e.g. the
     last injected bundle) stay as retiring. The leaf is left alone (it is replaced after injection)."""
@@ -372,7 +372,7 @@ def with_new_ca(data: Mapping[str, bytes], ins: Inspection, now: dt.datetime, po
     return out
 
 
-def with_new_leaf(data: Mapping[str, bytes], ins: Inspection, now: dt.datetime, policy: Policy) -> dict[str, bytes]:
+def with_new_leaf(data: Mapping[str, bytes], ins: Inspection, now: dt.datetime, policy: CertPolicy) -> dict[str, bytes]:
     """A new leaf from the signer, never outliving it; raises ValueError without a signer."""
     if ins.signer is None:
         raise ValueError("no CA to sign with")

@@ -65,8 +65,8 @@ from kinitiras_py.base import aiotasks
 from kinitiras_py.base.latest import Latest
 from kinitiras_py.certs import policy as decisions
 from kinitiras_py.certs.authority import KeyPair
-from kinitiras_py.certs.policy import TLS_CERT, TLS_KEY, Action, Policy, Step
-from kinitiras_py.certs.storage import Conflict, Snapshot, Store
+from kinitiras_py.certs.policy import TLS_CERT, TLS_KEY, Action, CertPolicy, Step
+from kinitiras_py.certs.storage import CertStore, Conflict, Snapshot
 from kinitiras_py.certs.tls import ReloadableTLS
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class Rotator:
     served), :attr:`bundle` (the published CA bundle), :attr:`ready` (set once a pair is served).
     """
 
-    def __init__(self, store: Store, policy: Policy, *, replica_id: str, tls: ReloadableTLS | None = None,
+    def __init__(self, store: CertStore, policy: CertPolicy, *, replica_id: str, tls: ReloadableTLS | None = None,
                  on_bundle: Callable[[bytes], Awaitable[bool]] | None = None,
                  is_leader: Callable[[], bool] = lambda: True, check_interval: float = 3600.0,
                  poll_interval: float = 10.0, stale_checks: int = 3, propagation_delay: float = 2.0,

@@ -37,7 +37,7 @@ from kinitiras_py.cluster.client import Api, ApiException
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Change", "Conflict", "FileStore", "SecretStore", "Snapshot", "Store", "modify"]
+__all__ = ["CertStore", "Change", "Conflict", "FileStore", "SecretStore", "Snapshot", "modify"]
 
 TLS_TYPE = "kubernetes.io/tls"
 REQUEST_TIMEOUT = 10.0
@@ -68,7 +68,7 @@ class Change:
     annotations: Mapping[str, str | None] = field(default_factory=dict)
 
 
-class Store(Protocol):
+class CertStore(Protocol):
     """Read, create and conditionally update the certificate data; annotate; report Events."""
 
     description: str
@@ -91,7 +91,7 @@ class Store(Protocol):
         """Report an Event about the stored object; True when recorded."""
 
 
-async def modify(store: Store, decide: Callable[[Snapshot | None], Change | None], attempts: int = 5
+async def modify(store: CertStore, decide: Callable[[Snapshot | None], Change | None], attempts: int = 5
                  ) -> Snapshot | None:
     """Read, ``decide``, write; on a Conflict read and decide again (up to ``attempts`` times).
     Returns what was written, or the snapshot ``decide`` declined to change (None: nothing stored)."""

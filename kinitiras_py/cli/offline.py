@@ -137,7 +137,7 @@ def _render(args: argparse.Namespace) -> int:
     if not docs:
         return _error(f"{args.policy}: no policy found")
     for policy in compiled:
-        for warning in getattr(policy, "warnings", ()) or ():
+        for warning in policy.warnings:
             _warn(warning)
     if args.cel:
         for policy, from_configmaps in zip(compiled, kept, strict=True):

@@ -49,7 +49,7 @@ def build_engine(policies: Sequence[Obj], context: Sequence[Obj] = (), egress: E
         raise InputError("invalid policy:\n  " + "\n  ".join(map(str, refused)))
     engine.add(*compiled)
     for one in compiled:
-        for warning in getattr(one, "warnings", ()) or ():
+        for warning in one.warnings:
             if on_warning is not None:
                 on_warning(warning)
     watchhooks.start_offline(compiled, context)

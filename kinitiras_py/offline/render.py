@@ -10,13 +10,13 @@ from kinitiras_py.admission import sidecars as sidecar_templates
 from kinitiras_py.admission.policies import rendered_patch
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import AnyPolicy, CompiledOverrideRule, EitherPolicy
 from kinitiras_py.engine.rules import sidecars
 from kinitiras_py.offline.loader import InputError
 from kinitiras_py.offline.static import StaticStore
 
 
-def with_rendered(doc: Obj, compiled: CompiledPolicy) -> Obj:
+def with_rendered(doc: Obj, compiled: EitherPolicy) -> Obj:
     """A copy of ``doc`` with each templated rule's ``renderedCel`` set."""
     from kinitiras_py.engine.objects import patching
 
@@ -24,7 +24,7 @@ def with_rendered(doc: Obj, compiled: CompiledPolicy) -> Obj:
     return result
 
 
-def rendered_sources(compiled: CompiledPolicy) -> list[tuple[str, str]]:
+def rendered_sources(compiled: AnyPolicy) -> list[tuple[str, str]]:
     """``(field path, CEL source)`` of every templated rule, in rule order."""
     field = "validateRules" if compiled.validating else "overrideRules"
     where = "" if compiled.validating else ".overriders"
@@ -40,14 +40,14 @@ def _field_path(pointer: str) -> str:
     return out
 
 
-def configmap_sources(compiled: CompiledPolicy, context: Sequence[Obj]) -> list[tuple[str, str]]:
+def configmap_sources(compiled: AnyPolicy, context: Sequence[Obj]) -> list[tuple[str, str]]:
     """``(field path and ConfigMap, CEL source)`` of every sidecar rule whose template is kept in a
     ConfigMap, rendered from the ConfigMaps in ``context`` as the webhook renders them when it reads
     one; InputError when a ConfigMap or key is not there or its template cannot be rendered."""
     out = []
     store = StaticStore(context)
     for rule in compiled.rules:
-        sidecar = getattr(rule, "sidecar", None)
+        sidecar = rule.sidecar if isinstance(rule, CompiledOverrideRule) else None
         if sidecar is None or sidecar.config_map is None:
             continue
         where = f"spec.overrideRules[{rule.index}].overriders.template ({sidecar.source})"

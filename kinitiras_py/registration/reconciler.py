@@ -31,6 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
+from kinitiras_py.base.ids import PolicyId
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Api, ApiException
 from kinitiras_py.cluster.discovery import Discovery
@@ -101,7 +102,7 @@ class Reconciler:
         self.debounce, self.max_delay, self.poll_interval = debounce, max_delay, poll_interval
         self.resync_interval, self.retry_interval, self.max_backoff = resync_interval, retry_interval, max_backoff
         self.ready = asyncio.Event()
-        self._included: dict[str, tuple[CompiledPolicy, float]] = {}
+        self._included: dict[PolicyId, tuple[CompiledPolicy, float]] = {}
         self.writes = 0
         """How many times a configuration was written (apply or caBundle patch)."""
         self.passes = 0
@@ -142,7 +143,7 @@ class Reconciler:
         guarantee. Entries expire after a while: if the policy was refused elsewhere, the rules
         shrink back on a later pass.
         """
-        self._included[PolicyIndex.key(policy)] = (policy, time.monotonic() + 60.0)
+        self._included[policy.identity] = (policy, time.monotonic() + 60.0)
         self.notify()
 
     def _admitted(self) -> list[CompiledPolicy]:
@@ -232,8 +233,8 @@ class Reconciler:
         if not bundle:
             return None
         # A policy being admitted counts once: its indexed version, as soon as there is one.
-        indexed = {PolicyIndex.key(p) for p in staged}
-        policies = staged + [p for p in self._admitted() if PolicyIndex.key(p) not in indexed]
+        indexed = {p.identity for p in staged}
+        policies = staged + [p for p in self._admitted() if p.identity not in indexed]
         ruleset = await rules.compute_split(policies, self.catalog)
         reg = dataclasses.replace(self.reg, side_effects=side_effects(policies))
         return list(builder.desired(reg, bundle, ruleset.rules, ruleset.validate_rules)), ruleset

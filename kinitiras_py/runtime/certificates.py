@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kinitiras_py.certs.policy import Policy
+from kinitiras_py.certs.policy import CertPolicy
 from kinitiras_py.certs.rotator import Rotator
 from kinitiras_py.certs.storage import SecretStore
 from kinitiras_py.certs.tls import ReloadableTLS
@@ -74,7 +74,7 @@ def rotating(api: Any, settings: CertSettings,
     identity = default_identity()
     elector = LeaderElector(api, settings.namespace, settings.lease, identity)
     tls = ReloadableTLS()
-    policy = Policy.for_service(settings.service, settings.namespace, settings.extra_dns, settings.ips)
+    policy = CertPolicy.for_service(settings.service, settings.namespace, settings.extra_dns, settings.ips)
     rotator = Rotator(SecretStore(api, settings.namespace, settings.secret or "kinitiras-webhook-cert"), policy,
                       replica_id=identity, tls=tls, on_bundle=on_bundle, is_leader=lambda: elector.is_leader,
                       check_interval=settings.check_interval, poll_interval=settings.poll_interval)

@@ -12,14 +12,21 @@ import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from kinitiras_py.admission.engine import Engine
 from kinitiras_py.admission.pipeline import Decision, Request
 from kinitiras_py.admission.results import RuleResult, override_results, validate_results
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.matching.selection import PolicyIndex, object_namespace
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import (
+    AnyPolicy,
+    CompiledPolicy,
+    CompiledRule,
+    EitherPolicy,
+    OverrideMatch,
+    ValidateMatch,
+    validates,
+)
 from kinitiras_py.engine.policies.results import PolicyId
 from kinitiras_py.refs import resolver
 from kinitiras_py.refs.egress import Egress
@@ -46,7 +53,7 @@ class Context:
     lookup_timeout: float = 2.3
 
 
-def _index(policies: Iterable[CompiledPolicy | None]) -> PolicyIndex:
+def _index(policies: Iterable[AnyPolicy | None]) -> PolicyIndex[CompiledRule]:
     return PolicyIndex(policy for policy in policies if policy is not None)
 
 
@@ -59,7 +66,7 @@ class Evaluator:
         running = [plan.running for plan in self.plans.values() if plan.running is not None]
         validating = sorted((p for p in running if p.validating), key=CompiledPolicy.sort_key)
 
-        def pipeline(overrides: Iterable[CompiledPolicy], validations: Iterable[CompiledPolicy]) -> Engine:
+        def pipeline(overrides: Iterable[EitherPolicy], validations: Iterable[EitherPolicy]) -> Engine:
             return Engine([*overrides, *validations], store=context.store, http=context.http, egress=context.egress,
                           lookup_timeout=context.lookup_timeout, cel_results_bytes=0, mutation_results_bytes=0)
 
@@ -90,12 +97,17 @@ class Evaluator:
             spent += time.monotonic() - began
         self.spent = spent
         decision = Decision(True, "", mutation.patch, mutation.object, [], [], mutation, checks)
-        overrides: list[tuple[CompiledPolicy, Any]] = []
-        validations: list[tuple[CompiledPolicy, Any]] = []
+        overrides: list[OverrideMatch] = []
+        validations: list[ValidateMatch] = []
         for policy, rule in matched:
             plan = self.plans[policy.identity]
-            if rule.index not in plan.skipped:
-                (validations if policy.validating else overrides).append((plan.policy, plan.original(rule.index)))
+            own = plan.policy
+            if rule.index in plan.skipped:
+                continue
+            if validates(own):
+                validations.append((own, own.rule(rule.index)))
+            else:
+                overrides.append((own, own.rule(rule.index)))
         ran = override_results(decision, overrides) + validate_results(decision, validations)
         by_rule = {(one.policy, one.rule): one for one in ran}
         out = []

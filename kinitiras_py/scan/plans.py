@@ -18,16 +18,24 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.evaluation.celreads import ANY
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import (
+    CompiledOverrideRule,
+    CompiledPolicy,
+    CompiledRule,
+    CompiledValidateRule,
+    EitherPolicy,
+    validates,
+)
 
 __all__ = ["REQUEST_ONLY", "Plan", "plan", "program_reason", "rule_reason"]
 
 REQUEST_ONLY = ("operation", "userInfo", "dryRun")
 """Fields of ``request`` that exist only in an admission request."""
+RuleT = TypeVar("RuleT", bound=CompiledRule)
 _EXISTING = frozenset({"CREATE", "UPDATE"})
 """Operations under which an object as it is would be admitted again."""
 _AUDIT = frozenset({"Audit"})
@@ -53,10 +61,11 @@ def program_reason(program: Program | None, what: str) -> str | None:
     return None
 
 
-def rule_reason(rule: Any) -> str | None:
+def rule_reason(rule: CompiledRule) -> str | None:
     """Why ``rule`` (an override or validate rule) cannot be evaluated by a scan, or None."""
     programs = [("renderedCel", rule.rendered), ("cue", rule.cue), ("cel", rule.cel)]
-    programs += [(f"plaintext operation {index}", made[0]) for index, made in getattr(rule, "fanout", {}).items()]
+    if isinstance(rule, CompiledOverrideRule):
+        programs += [(f"plaintext operation {index}", made[0]) for index, made in rule.fanout.items()]
     for what, program in programs:
         reason = program_reason(program, what)
         if reason is not None:
@@ -73,38 +82,53 @@ def rule_reason(rule: Any) -> str | None:
 class Plan:
     """How a scan handles one policy."""
 
-    policy: CompiledPolicy
+    policy: EitherPolicy
     """The policy as compiled (its rules' own actions and failurePolicy decide the results)."""
-    selecting: CompiledPolicy | None
+    selecting: EitherPolicy | None
     """The policy with every rule that applies to an existing object (skipped ones too), under any
     operation: what finds the rules an object matches. None when no rule applies."""
-    running: CompiledPolicy | None
+    running: EitherPolicy | None
     """The rules a scan evaluates, copied to run under any operation without stopping the others;
     None when there is none."""
     skipped: dict[int, str]
     """Why each rule that is not evaluated is skipped, by rule index."""
 
-    def original(self, index: int) -> Any:
+    def original(self, index: int) -> CompiledRule:
         """The policy's own rule with ``index``."""
-        return next(rule for rule in self.policy.rules if rule.index == index)
+        return self.policy.rule(index)
 
 
-def _applies(rule: Any) -> bool:
+def _applies(rule: CompiledRule) -> bool:
     return rule.operations is None or bool(rule.operations & _EXISTING)
 
 
-def _running(rule: Any) -> Any:
-    if hasattr(rule, "actions"):
+def _running(rule: RuleT) -> RuleT:
+    if isinstance(rule, CompiledValidateRule):
         return dataclasses.replace(rule, operations=None, failure_policy="Ignore", actions=_AUDIT)
     return dataclasses.replace(rule, operations=None, failure_policy="Ignore")
 
 
-def _with_rules(policy: CompiledPolicy, rules: Iterable[Any]) -> CompiledPolicy | None:
+def _with_rules(policy: CompiledPolicy[RuleT], rules: Iterable[RuleT]) -> CompiledPolicy[RuleT] | None:
     kept = tuple(rules)
     return dataclasses.replace(policy, rules=kept) if kept else None
 
 
-def plan(policy: CompiledPolicy) -> Plan:
+def _copies(policy: EitherPolicy, skipped: dict[int, str]) -> tuple[EitherPolicy | None, EitherPolicy | None]:
+    """The policy with its rules that apply to an existing object (for selecting), and with those
+    of them a scan evaluates (for running)."""
+    if validates(policy):  # each branch copies a policy of its own family
+        return _family_copies(policy, skipped)
+    return _family_copies(policy, skipped)
+
+
+def _family_copies(policy: CompiledPolicy[RuleT], skipped: dict[int, str]
+                   ) -> tuple[CompiledPolicy[RuleT] | None, CompiledPolicy[RuleT] | None]:
+    applying = [rule for rule in policy.rules if _applies(rule)]
+    return (_with_rules(policy, (dataclasses.replace(rule, operations=None) for rule in applying)),
+            _with_rules(policy, (_running(rule) for rule in applying if rule.index not in skipped)))
+
+
+def plan(policy: EitherPolicy) -> Plan:
     """How a scan handles ``policy``."""
     applying = [rule for rule in policy.rules if _applies(rule)]
     shared = program_reason(policy.conditions, "matchConditions")
@@ -113,6 +137,5 @@ def plan(policy: CompiledPolicy) -> Plan:
         reason = shared or rule_reason(rule)
         if reason is not None:
             skipped[rule.index] = reason
-    selecting = _with_rules(policy, (dataclasses.replace(rule, operations=None) for rule in applying))
-    running = _with_rules(policy, (_running(rule) for rule in applying if rule.index not in skipped))
+    selecting, running = _copies(policy, skipped)
     return Plan(policy, selecting, running, skipped)

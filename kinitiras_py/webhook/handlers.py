@@ -110,7 +110,7 @@ class Handlers:
             return codec.allowed(review.api_version, review.uid, None, [warning]), 500
         return codec.denied(review.api_version, review.uid, message, 500), 500
 
-    def _recall(self, known: answers.Request) -> bytes | None:
+    def _recall(self, known: answers.ReviewBody) -> bytes | None:
         """The remembered answer to the request ``known``, if the policies in force are still those
         it was made under; its policies are counted as they were when it was made."""
         started = time.perf_counter()
@@ -123,7 +123,7 @@ class Handlers:
             log.debug("mutate", extra={"uid": known.uid, "remembered": True, "patched": len(answer.patched)})
         return answer.to(known.uid)
 
-    async def _mutate(self, review: codec.Review, known: answers.Request | None = None) -> tuple[bytes, int]:
+    async def _mutate(self, review: codec.Review, known: answers.ReviewBody | None = None) -> tuple[bytes, int]:
         req = review.request
         if req.operation == "CONNECT":
             return codec.allowed(review.api_version, review.uid), 200

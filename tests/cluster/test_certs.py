@@ -35,7 +35,7 @@ class Injector:
 
 def rotator(api: Any, namespace: str, replica: str, *, leader: Callable[[], bool] = lambda: True,
             inject: Injector | None = None) -> Rotator:
-    return Rotator(SecretStore(api, namespace, SECRET), p.Policy.for_service("hook", namespace, ips=("127.0.0.1",)),
+    return Rotator(SecretStore(api, namespace, SECRET), p.CertPolicy.for_service("hook", namespace, ips=("127.0.0.1",)),
                    replica_id=replica, on_bundle=inject, is_leader=leader, poll_interval=0.2)
 
 

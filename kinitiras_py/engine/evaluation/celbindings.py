@@ -79,7 +79,8 @@ class Bindings:
         entry = self._entry(reads)
         if entry[3] is _UNSET:
             entry[3] = celmemo.key(entry[1])
-        return entry[3]
+        key: bytes | None = entry[3]
+        return key
 
     def activation(self, reads: celreads.Reads | None = None) -> Any:
         """The cel-expr-python activation holding the parts ``reads`` of the variables, made on

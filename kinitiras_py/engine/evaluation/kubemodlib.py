@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -86,7 +87,8 @@ def gval_number(value: Any) -> float | None:
     return go_number(value) if isinstance(value, str) else None
 
 
-_ORDER = {"<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}
+_ORDER: dict[str, Callable[[Any, Any], bool]] = {
+    "<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}
 
 
 def gval_compare(op: str, a: Any, b: Any) -> bool:

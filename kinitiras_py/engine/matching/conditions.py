@@ -9,44 +9,45 @@ handles, as Kubernetes does for a webhook's matchConditions.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from kinitiras_py.base.errors import KinitirasError
+from kinitiras_py.base.ids import PolicyId, RuleId
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledRule, Match
 
-RuleKey = tuple[str, int]
+RuleT = TypeVar("RuleT", bound=CompiledRule)
 
 
-def needed(matches: Iterable[tuple[CompiledPolicy, Any]]) -> bool:
+def needed(matches: Iterable[Match[CompiledRule]]) -> bool:
     """Whether any of the matched policies has conditions."""
     return any(policy.conditions is not None for policy, _ in matches)
 
 
-def apply(matches: list[tuple[CompiledPolicy, Any]], variables: Mapping[str, Any],
-          params: Mapping[str, dict[str, Any]] | None = None, failed: Mapping[str, str] | None = None
-          ) -> tuple[list[tuple[CompiledPolicy, Any]], dict[RuleKey, str]]:
+def apply(matches: list[Match[RuleT]], variables: Mapping[str, Any],
+          params: Mapping[PolicyId, dict[str, Any]] | None = None, failed: Mapping[PolicyId, str] | None = None
+          ) -> tuple[list[Match[RuleT]], dict[RuleId, str]]:
     """The matches whose policy's conditions hold, and an error per rule whose policy's failed.
 
-    ``params`` holds each policy's resolved ``valueRefs`` by policy ref, ``failed`` the policies
+    ``params`` holds each policy's resolved ``valueRefs`` by policy, ``failed`` the policies
     whose references could not be resolved (their conditions then fail the same way).
     """
     params = params or {}
     failed = failed or {}
     shared = Bindings({**variables, "params": {}})
     outcome: dict[int, bool | str] = {}
-    kept: list[tuple[CompiledPolicy, Any]] = []
-    errors: dict[RuleKey, str] = {}
+    kept: list[Match[RuleT]] = []
+    errors: dict[RuleId, str] = {}
     for policy, rule in matches:
         program = policy.conditions
         if program is None:
             kept.append((policy, rule))
             continue
         found = outcome.get(id(policy))
-        if found is None and policy.ref in failed:
-            found = outcome[id(policy)] = failed[policy.ref]
+        if found is None and policy.identity in failed:
+            found = outcome[id(policy)] = failed[policy.identity]
         if found is None:
-            own = params.get(policy.ref)
+            own = params.get(policy.identity)
             try:
                 result = program.evaluate({**variables, "params": own} if own else shared)
                 found = result if isinstance(result, bool) else f"matchConditions returned {result!r}, not a bool"
@@ -57,5 +58,5 @@ def apply(matches: list[tuple[CompiledPolicy, Any]], variables: Mapping[str, Any
             kept.append((policy, rule))
         elif isinstance(found, str):
             kept.append((policy, rule))
-            errors[(policy.ref, rule.index)] = found
+            errors[RuleId(policy.identity, rule.index)] = found
     return kept, errors

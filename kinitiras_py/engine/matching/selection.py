@@ -18,11 +18,22 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Generic, TypeVar
 
+from kinitiras_py.base.ids import PolicyId
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.objects import selectors
-from kinitiras_py.engine.policies.compiled import CompiledPolicy, rule_applies
+from kinitiras_py.engine.policies.compiled import (
+    AnyPolicy,
+    CompiledOverrideRule,
+    CompiledPolicy,
+    CompiledRule,
+    Match,
+    rule_applies,
+)
+
+if TYPE_CHECKING:
+    from kinitiras_py.engine.evaluation.cel import Program
 
 ANY = "*"
 CLUSTER = ""
@@ -52,27 +63,30 @@ NAMESPACE = 16
 up): CEL that reads it (or may read anything), and every sidecar and JavaScript rule."""
 _GENERATIONS = itertools.count(1)
 """Stamps of index contents, unique in the process (see :attr:`PolicyIndex.generation`)."""
+RuleT = TypeVar("RuleT", bound=CompiledRule)
 
 
-def policy_features(policy: CompiledPolicy) -> int:
+def policy_features(policy: AnyPolicy) -> int:
     """The :data:`CONDITIONS`, :data:`SIDECARS`, :data:`JAVASCRIPT`, :data:`INJECTS` and
     :data:`NAMESPACE` bits ``policy`` uses."""
     bits = CONDITIONS if policy.conditions is not None or policy.refs else 0
     programs = [policy.conditions]
     for rule in policy.rules:
-        if getattr(rule, "sidecar", None) is not None:
-            bits |= SIDECARS
         if rule.javascript is not None:
             bits |= JAVASCRIPT
-        if getattr(rule, "inject", None) is not None:
-            bits |= INJECTS
-        programs += [rule.rendered, rule.cel, *(made[0] for made in getattr(rule, "fanout", {}).values())]
+        programs += [rule.rendered, rule.cel]
+        if isinstance(rule, CompiledOverrideRule):
+            if rule.sidecar is not None:
+                bits |= SIDECARS
+            if rule.inject is not None:
+                bits |= INJECTS
+            programs += [made[0] for made in rule.fanout.values()]
     if bits & (SIDECARS | JAVASCRIPT) or any(_reads_namespace(p) for p in programs if p is not None):
         bits |= NAMESPACE
     return bits
 
 
-def _reads_namespace(program: Any) -> bool:
+def _reads_namespace(program: Program) -> bool:
     reads = program.reads
     return reads is None or any(name == "namespaceObject" for name, _ in reads)
 
@@ -96,7 +110,7 @@ def object_namespace(obj: Obj, namespace: str | None = None) -> str:
     return str(namespace or "")
 
 
-def _scope(policy: CompiledPolicy) -> str | None:
+def _scope(policy: AnyPolicy) -> str | None:
     """The scope key of a policy; None for a namespaced policy without a namespace (never applies)."""
     if policy.cluster_scoped:
         return CLUSTER
@@ -133,7 +147,7 @@ def _guards(sel: Obj) -> list[Guard] | None:
     return [("ns", namespace)] if namespace and isinstance(namespace, str) else None
 
 
-def _entries(policy: CompiledPolicy) -> set[Entry]:
+def _entries(policy: AnyPolicy) -> set[Entry]:
     scope = _scope(policy)
     if scope is None:
         return set()
@@ -165,19 +179,19 @@ def _probes(obj: Obj, namespace: str) -> list[Guard]:
     return found
 
 
-class _Bucket:
+class _Bucket(Generic[RuleT]):
     """The policies of one bucket: those always a candidate, and the others by guard."""
 
     __slots__ = ("always", "guarded")
 
     def __init__(self) -> None:
-        self.always: dict[str, CompiledPolicy] = {}
-        self.guarded: dict[Guard, dict[str, CompiledPolicy]] = {}
+        self.always: dict[PolicyId, CompiledPolicy[RuleT]] = {}
+        self.guarded: dict[Guard, dict[PolicyId, CompiledPolicy[RuleT]]] = {}
 
-    def add(self, guard: Guard | None, key: str, policy: CompiledPolicy) -> None:
+    def add(self, guard: Guard | None, key: PolicyId, policy: CompiledPolicy[RuleT]) -> None:
         (self.always if guard is None else self.guarded.setdefault(guard, {}))[key] = policy
 
-    def discard(self, guard: Guard | None, key: str) -> None:
+    def discard(self, guard: Guard | None, key: PolicyId) -> None:
         if guard is None:
             self.always.pop(key, None)
             return
@@ -191,14 +205,14 @@ class _Bucket:
         return bool(self.always or self.guarded)
 
 
-class PolicyIndex:
+class PolicyIndex(Generic[RuleT]):
     """Compiled policies of one family (override or validate), indexed for lookup per request."""
 
-    def __init__(self, policies: Iterable[CompiledPolicy] = ()) -> None:
-        self._by_key: dict[str, CompiledPolicy] = {}
-        self._entries_of: dict[str, tuple[Entry, ...]] = {}
-        self._buckets: dict[BucketKey, _Bucket] = {}
-        self._cache: dict[tuple[str, str, str], _Found] = {}
+    def __init__(self, policies: Iterable[CompiledPolicy[RuleT]] = ()) -> None:
+        self._by_key: dict[PolicyId, CompiledPolicy[RuleT]] = {}
+        self._entries_of: dict[PolicyId, tuple[Entry, ...]] = {}
+        self._buckets: dict[BucketKey, _Bucket[RuleT]] = {}
+        self._cache: dict[tuple[str, str, str], _Found[RuleT]] = {}
         self._tiers: dict[int, int] = {}
         """How many policies each execution tier holds."""
         self._tier_list: list[int] = []
@@ -211,18 +225,13 @@ class PolicyIndex:
         for policy in policies:
             self.put(policy)
 
-    @staticmethod
-    def key(policy: CompiledPolicy) -> str:
-        """Identity of a policy in the index: kind, namespace and name."""
-        return f"{policy.kind}/{policy.namespace or ''}/{policy.name}"
-
-    def put(self, policy: CompiledPolicy) -> None:
+    def put(self, policy: CompiledPolicy[RuleT]) -> None:
         """Add a policy, or replace the one with the same kind, namespace and name.
 
         The cost depends on this policy's selectors only, not on how many policies there are.
         """
         self.remove(policy.kind, policy.namespace, policy.name)
-        key = self.key(policy)
+        key = policy.identity
         self._by_key[key] = policy
         self._tiers[policy.tier] = self._tiers.get(policy.tier, 0) + 1
         self._tier_list = sorted(self._tiers)
@@ -236,7 +245,7 @@ class PolicyIndex:
 
     def remove(self, kind: str, namespace: str | None, name: str) -> None:
         """Drop a policy if present."""
-        key = f"{kind}/{namespace or ''}/{name}"
+        key = PolicyId(kind, namespace or None, name)
         gone = self._by_key.pop(key, None)
         if gone is None:
             return
@@ -257,7 +266,7 @@ class PolicyIndex:
         """The execution tiers the policies are in, lowest first ([0] or [] for most setups)."""
         return self._tier_list
 
-    def features(self, matches: Iterable[tuple[CompiledPolicy, Any]]) -> int:
+    def features(self, matches: Iterable[Match[RuleT]]) -> int:
         """The :func:`policy_features` bits the policies of ``matches`` (found here) use together:
         0 at once when no indexed policy uses any."""
         if not self._features:
@@ -267,20 +276,20 @@ class PolicyIndex:
             bits |= self._features.get(id(policy), 0)
         return bits
 
-    def get(self, kind: str, namespace: str | None, name: str) -> CompiledPolicy | None:
+    def get(self, kind: str, namespace: str | None, name: str) -> CompiledPolicy[RuleT] | None:
         """The policy with this identity, or None."""
-        return self._by_key.get(f"{kind}/{namespace or ''}/{name}")
+        return self._by_key.get(PolicyId(kind, namespace or None, name))
 
     def __len__(self) -> int:
         return len(self._by_key)
 
     def __contains__(self, policy: object) -> bool:
-        return isinstance(policy, CompiledPolicy) and self._by_key.get(self.key(policy)) is policy
+        return isinstance(policy, CompiledPolicy) and self._by_key.get(policy.identity) is policy
 
-    def __iter__(self) -> Iterator[CompiledPolicy]:
+    def __iter__(self) -> Iterator[CompiledPolicy[RuleT]]:
         return iter(sorted(self._by_key.values(), key=CompiledPolicy.sort_key))
 
-    def candidates(self, obj: Obj, namespace: str | None = None) -> list[CompiledPolicy]:
+    def candidates(self, obj: Obj, namespace: str | None = None) -> list[CompiledPolicy[RuleT]]:
         """Policies whose selectors could match ``obj`` by group, kind, namespace, name and labels, in order.
 
         ``namespace`` (the request's) stands in when the object carries none, as on some CREATEs.
@@ -296,7 +305,7 @@ class PolicyIndex:
             buckets = [bucket for scope in ((CLUSTER, ns) if ns else (CLUSTER,))
                        for g, k in ((group, kind), (group, ANY), (ANY, kind), (ANY, ANY))
                        if (bucket := self._buckets.get((scope, g, k))) is not None]
-            always: dict[str, CompiledPolicy] = {}
+            always: dict[PolicyId, CompiledPolicy[RuleT]] = {}
             for bucket in buckets:
                 always.update(bucket.always)
             found = _Found(always, tuple(bucket.guarded for bucket in buckets if bucket.guarded))
@@ -305,7 +314,7 @@ class PolicyIndex:
             self._cache[cache_key] = found
         if not found.guarded:
             return list(found.ordered)
-        hits: dict[str, CompiledPolicy] = {}
+        hits: dict[PolicyId, CompiledPolicy[RuleT]] = {}
         for probe in _probes(obj, ns):
             for guarded in found.guarded:
                 if (members := guarded.get(probe)) is not None:
@@ -315,7 +324,7 @@ class PolicyIndex:
         return sorted({**found.always, **hits}.values(), key=CompiledPolicy.sort_key)
 
     def matching(self, obj: Obj, operation: str,
-                 namespace: str | None = None) -> Iterator[tuple[CompiledPolicy, Any]]:
+                 namespace: str | None = None) -> Iterator[Match[RuleT]]:
         """Every (policy, rule) that applies to ``obj`` for ``operation``, in application order.
 
         ``namespace`` is the request's namespace, used when the object carries none.
@@ -332,13 +341,13 @@ class PolicyIndex:
                     yield policy, rule
 
 
-class _Found:
+class _Found(Generic[RuleT]):
     """The cached part of a lookup: the policies always a candidate, and the guarded maps to probe."""
 
     __slots__ = ("always", "guarded", "ordered")
 
-    def __init__(self, always: dict[str, CompiledPolicy], guarded: tuple[dict[Guard, dict[str, CompiledPolicy]], ...]
-                 ) -> None:
+    def __init__(self, always: dict[PolicyId, CompiledPolicy[RuleT]],
+                 guarded: tuple[dict[Guard, dict[PolicyId, CompiledPolicy[RuleT]]], ...]) -> None:
         self.always = always
         self.ordered = tuple(sorted(always.values(), key=CompiledPolicy.sort_key))
         self.guarded = guarded

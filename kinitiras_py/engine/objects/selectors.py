@@ -306,7 +306,7 @@ def match_resource(sel: dict[str, Any], obj: Obj) -> bool:
     if namespace and namespace != meta.get("namespace"):
         return False
     if name := sel.get("name"):
-        return name == meta.get("name")
+        return bool(name == meta.get("name"))
     labels_ok = match_labels(sel.get("labelSelector"), meta.get("labels"))
     return labels_ok and match_fields(sel.get("fieldSelector"), obj)
 

@@ -11,7 +11,7 @@ from typing import Any
 from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine.cue import compile_cue
-from kinitiras_py.engine.cue.syntax import Unsupported
+from kinitiras_py.engine.cue.tree import Unsupported
 from kinitiras_py.engine.evaluation import cel, celshapes
 from kinitiras_py.engine.policies import boundary, shapes
 from kinitiras_py.engine.rules import jsrules

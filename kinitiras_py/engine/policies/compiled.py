@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kinitiras_py.base.typedefs import Obj, Patch
 from kinitiras_py.engine.policies.results import PolicyId
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing's from Python 3.13; for the checker only
+
     from kinitiras_py.engine.evaluation.cel import Program
     from kinitiras_py.engine.rules.jsrules import JsProgram
     from kinitiras_py.engine.rules.sidecars import SidecarRule
@@ -80,9 +82,15 @@ class CompiledValidateRule:
     refs: Mapping[str, Obj] = field(default_factory=_empty)
 
 
+CompiledRule = CompiledOverrideRule | CompiledValidateRule
+"""A compiled rule of either family."""
+RuleT = TypeVar("RuleT", bound=CompiledRule, covariant=True)
+"""The rule family of a policy (override or validate)."""
+
+
 @dataclass(frozen=True, slots=True)
-class CompiledPolicy:
-    """A policy ready for the request path."""
+class CompiledPolicy(Generic[RuleT]):
+    """A policy ready for the request path, with the compiled rules of its family."""
 
     kind: str
     name: str
@@ -90,7 +98,7 @@ class CompiledPolicy:
     uid: str
     generation: int
     selectors: list[Obj]
-    rules: tuple[Any, ...]
+    rules: tuple[RuleT, ...]
     """CompiledOverrideRule for override kinds, CompiledValidateRule for validate kinds."""
     rendered: dict[int, str] = field(default_factory=dict)
     """Rendered CEL source per rule index, as written back to the policy."""
@@ -143,6 +151,10 @@ class CompiledPolicy:
             object.__setattr__(self, "_identity", identity)  # frozen: set once, the same value every time
         return identity
 
+    def rule(self, index: int) -> RuleT:
+        """The rule written at ``overrideRules[index]`` or ``validateRules[index]``."""
+        return next(rule for rule in self.rules if rule.index == index)
+
     def rendered_field_ops(self, doc: Obj) -> Patch:
         """JSON patch ops writing :attr:`rendered_fields` into the policy ``doc`` where not current."""
         return [{"op": "add", "path": pointer, "value": source} for pointer, source in self.rendered_fields
@@ -158,6 +170,29 @@ class CompiledPolicy:
         if self.javascript_only:
             return (3 if self.cluster_scoped else 2, self.name, self.namespace or "")
         return (0 if self.cluster_scoped else 1, self.name, self.namespace or "")
+
+
+CompiledOverridePolicy = CompiledPolicy[CompiledOverrideRule]
+"""A compiled ClusterOverridePolicy or OverridePolicy."""
+CompiledValidatePolicy = CompiledPolicy[CompiledValidateRule]
+"""A compiled ClusterValidatePolicy or ValidatePolicy."""
+AnyPolicy = CompiledPolicy[CompiledRule]
+"""A compiled policy, whatever its family (what reads only what both families have takes it)."""
+EitherPolicy = CompiledOverridePolicy | CompiledValidatePolicy
+"""A compiled policy of one family or the other (what compiling makes; :func:`validates` tells which)."""
+Match = tuple[CompiledPolicy[RuleT], RuleT]
+"""A matched (policy, rule): one of the policy's rules, which applies to the object under review."""
+OverrideMatch = Match[CompiledOverrideRule]
+"""A matched override rule with its policy."""
+ValidateMatch = Match[CompiledValidateRule]
+"""A matched validate rule with its policy."""
+AnyMatch = Match[CompiledRule]
+"""A matched rule of either family with its policy."""
+
+
+def validates(policy: EitherPolicy) -> TypeIs[CompiledValidatePolicy]:
+    """Whether ``policy`` is of a validate kind (its rules are validate rules), else an override kind."""
+    return policy.kind in VALIDATE_KINDS
 
 
 def _at(doc: Obj, pointer: str) -> object:

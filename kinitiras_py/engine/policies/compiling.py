@@ -14,27 +14,32 @@ can never match, an ignored setting) are returned as ``CompiledPolicy.warnings``
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.objects import selectors
 from kinitiras_py.engine.policies import policylevel, shapes
 from kinitiras_py.engine.policies.checker import Checker, check_reference, dict_of, list_of
 from kinitiras_py.engine.policies.compiled import (
     CLUSTER_KINDS,
     EMPTY,
+    VALIDATE_KINDS,
     CompiledOverrideRule,
     CompiledPolicy,
+    CompiledRule,
     CompiledValidateRule,
+    EitherPolicy,
 )
 from kinitiras_py.engine.policies.overriderules import override_rule
 from kinitiras_py.engine.policies.validaterules import validate_rule
 from kinitiras_py.engine.rendering import injecting
 
 
-def compile_policy(obj: Obj) -> CompiledPolicy:
+def compile_policy(obj: Obj) -> EitherPolicy:
     """Check and compile a policy; raise PolicyErrors listing every problem with its field path."""
     ref = models.policy_ref(obj) if isinstance(obj, dict) else None
     model_errors: list[PolicyError] = []
@@ -56,23 +61,20 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
     checker.run(_check_selectors, sels)
     _selector_warnings(checker, sels, namespace)
     validating = kind in ("ClusterValidatePolicy", "ValidatePolicy")
-    field = "validateRules" if validating else "overrideRules"
-    build = validate_rule if validating else override_rule
-    rules: list[Any] = []
     rendered: dict[int, str] = {}
-    for i, rule in enumerate(list_of(spec.get(field))):
-        built = checker.run(build, checker, dict_of(rule), i, f"spec.{field}[{i}]")
-        if built is not None:
-            rules.append(built[0])
-            if built[1] is not None:
-                # One string per distinct rendered text: many policies render the same template alike.
-                rendered[i] = sys.intern(built[1])
+    validate_rules: list[CompiledValidateRule] = []
+    override_rules: list[CompiledOverrideRule] = []
+    if validating:
+        validate_rules = _rules(checker, list_of(spec.get("validateRules")), "validateRules", validate_rule, rendered)
+    else:
+        override_rules = _rules(checker, list_of(spec.get("overrideRules")), "overrideRules", override_rule, rendered)
+    rules: Sequence[CompiledRule] = validate_rules or override_rules
     refs = checker.run(policylevel.value_refs, dict_of(spec.get("valueRefs"))) or {}
     for name, value_ref in refs.items():  # not ``ref``: that names the policy in its errors
         check_reference(checker, value_ref, f"spec.valueRefs.{name}")
     conditions = checker.run(policylevel.match_conditions, checker, list_of(spec.get("matchConditions")), refs)
     # Only our own marker is named after the policy; a rule's own marker key is checked with the rule.
-    if any(getattr(rule, "inject", None) and getattr(rule, "marker", None) is None for rule in rules):
+    if any(isinstance(rule, CompiledOverrideRule) and rule.inject and rule.marker is None for rule in rules):
         checker.run(injecting.check_marker, kind, str(meta.get("name", "")))
     if any(rule.javascript is not None and rule.javascript.hooks is not None and rule.javascript.hooks.watches
            for rule in rules):
@@ -80,12 +82,41 @@ def compile_policy(obj: Obj) -> CompiledPolicy:
     errors = model_errors + _not_overlapping(checker.errors, model_errors)
     if errors:
         raise PolicyErrors(errors, ref)
-    tier = spec.get("executionTier") if not validating else 0
+    if validating:
+        return _assembled(tuple(validate_rules), kind, namespace, meta, spec, rendered, checker, conditions, refs)
+    return _assembled(tuple(override_rules), kind, namespace, meta, spec, rendered, checker, conditions, refs)
+
+
+RuleT = TypeVar("RuleT", bound=CompiledRule)
+
+
+def _rules(checker: Checker, written: list[Any], field: str,
+           build: Callable[[Checker, Obj, int, str], tuple[RuleT, str | None]], rendered: dict[int, str]
+           ) -> list[RuleT]:
+    """The rules ``written`` at ``spec.<field>`` checked and compiled by ``build`` (those that
+    fail are left out, their errors in ``checker``); the source each template rendered goes
+    into ``rendered`` by rule index."""
+    rules: list[RuleT] = []
+    for i, rule in enumerate(written):
+        built = checker.run(build, checker, dict_of(rule), i, f"spec.{field}[{i}]")
+        if built is not None:
+            rules.append(built[0])
+            if built[1] is not None:
+                # One string per distinct rendered text: many policies render the same template alike.
+                rendered[i] = sys.intern(built[1])
+    return rules
+
+
+def _assembled(rules: tuple[RuleT, ...], kind: str, namespace: str | None, meta: Obj, spec: Obj,
+               rendered: dict[int, str], checker: Checker, conditions: Program | None, refs: dict[str, Obj]
+               ) -> CompiledPolicy[RuleT]:
+    """The compiled policy of ``rules`` (all checked) and what was found beside them."""
+    tier = spec.get("executionTier") if kind not in VALIDATE_KINDS else 0
     return CompiledPolicy(
         kind=kind, name=str(meta.get("name", "")), namespace=namespace,
         uid=str(meta.get("uid", "")), generation=int(meta.get("generation") or 0),
         resource_version=str(meta.get("resourceVersion") or ""),
-        selectors=list(spec.get("resourceSelectors") or []), rules=tuple(rules), rendered=rendered,
+        selectors=list(spec.get("resourceSelectors") or []), rules=rules, rendered=rendered,
         warnings=tuple(checker.warnings), javascript_only=bool(rules) and all(_javascript_only(r) for r in rules),
         conditions=conditions,
         tier=tier if isinstance(tier, int) and not isinstance(tier, bool) else 0,

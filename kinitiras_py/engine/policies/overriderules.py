@@ -26,6 +26,7 @@ from kinitiras_py.engine.policies.checker import (
 )
 from kinitiras_py.engine.policies.compiled import EMPTY, CompiledOverrideRule, normalise_operations
 from kinitiras_py.engine.rendering import injecting, render
+from kinitiras_py.engine.rendering.sidecar import PARAM_PREFIX
 from kinitiras_py.engine.rules import jsrules, origin, sidecars
 
 # The static result types a `cel` override may have (cel-expr-python type names).
@@ -119,7 +120,7 @@ def _sidecar(checker: Checker, errors: list[PolicyError], template: Obj, path: s
     for name, ref in dict_of(block.get("valueRefs")).items():
         check_reference(checker, ref, f"{path}.sidecar.valueRefs[{name}]")
         if dict_of(ref).get("from") in REF_SOURCES_WITH_PARAMS:
-            refs[sidecars.rendering.PARAM_PREFIX + str(name)] = ref
+            refs[PARAM_PREFIX + str(name)] = ref
     if rule.config_map is not None:
         return None, rule
     return checker.collect(errors, sidecars.render_inline, rule, str(block.get("template"))), rule

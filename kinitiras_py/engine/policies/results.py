@@ -1,54 +1,21 @@
 """The result types callers of the engine need: mutations, rule outcomes and verdicts.
 
-Results name policies and rules by structured identities (:class:`PolicyId`, :class:`RuleId`),
-so metrics and Events read kind, namespace and name as fields; ``str()`` of an identity is the
-display form messages use (``OverridePolicy team-a/oversell``, ``... rule 0``).
+Results name policies and rules by structured identities (:class:`PolicyId`, :class:`RuleId`,
+defined in :mod:`kinitiras_py.base.ids` and given here too), so metrics and Events read kind,
+namespace and name as fields; ``str()`` of an identity is the display form messages use
+(``OverridePolicy team-a/oversell``, ``... rule 0``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import orjson
 
+from kinitiras_py.base.ids import Identified, PolicyId, RuleId
 from kinitiras_py.base.typedefs import Obj, Patch
 
-
-class Identified(Protocol):
-    """What knows the identity of its policy: a compiled policy (results need no more of it)."""
-
-    @property
-    def identity(self) -> PolicyId:
-        """The policy's structured identity."""
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyId:
-    """Which policy: kind, namespace (None for the cluster kinds) and name."""
-
-    kind: str
-    namespace: str | None
-    name: str
-
-    @classmethod
-    def of(cls, policy: Identified) -> PolicyId:
-        """The identity of a compiled policy."""
-        return policy.identity
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
-
-
-@dataclass(frozen=True)
-class RuleId:
-    """Which rule: its policy and its index in ``overrideRules``/``validateRules``."""
-
-    policy: PolicyId
-    rule: int
-
-    def __str__(self) -> str:
-        return f"{self.policy} rule {self.rule}"
+__all__ = ["Identified", "Mutation", "PolicyId", "RuleCheck", "RuleFailure", "RuleId", "Verdict"]
 
 
 @dataclass

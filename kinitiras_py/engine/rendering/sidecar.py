@@ -14,6 +14,7 @@ import hashlib
 import math
 from typing import Any
 
+import jinja2
 import yaml
 
 from kinitiras_py.api.policies import GROUP
@@ -168,7 +169,7 @@ def cel_value(value: JSON) -> str:
 
 
 @functools.cache
-def _cel_environment() -> Any:
+def _cel_environment() -> jinja2.Environment:
     return make_environment()
 
 

@@ -25,6 +25,7 @@ from decimal import Decimal
 from typing import Any, NamedTuple
 
 from kinitiras_py.base.errors import KinitirasError, PatchError, PolicyError, QuantityError, RuleError
+from kinitiras_py.base.ids import RuleId
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.objects import patching, workloads
 from kinitiras_py.engine.rules import origin_values as values
@@ -276,7 +277,7 @@ def validate_origin(entries: list[Obj], path: str) -> list[PolicyError]:
     return errors
 
 
-def apply_origin(obj: Obj, entries: list[Obj], policy: str, rule: int,
+def apply_origin(obj: Obj, entries: list[Obj], rule: RuleId,
                  apply: Callable[[Patch], Obj] | None = None) -> Obj:
     """Apply a rule's ``overriders.origin`` entries to ``obj``, in order; return the result.
 
@@ -284,7 +285,7 @@ def apply_origin(obj: Obj, entries: list[Obj], policy: str, rule: int,
     applies them and returns the document they produced (an overriding draft, whose document
     ``obj`` must be); without it they are applied to ``obj`` in place. An invalid entry, or one
     that cannot apply to this object (wrong kind, container index out of range, ...), raises
-    RuleError naming ``policy``, ``rule`` and the entry; the document may then be partly
+    RuleError naming ``rule`` and the entry; the document may then be partly
     changed, so the caller applies this to a copy it can throw away.
     """
     for i, entry in enumerate(entries):
@@ -292,10 +293,10 @@ def apply_origin(obj: Obj, entries: list[Obj], policy: str, rule: int,
         # Admission validates policies, but one stored while the webhook was down was not.
         errors = _check_entry(entry, where)
         if errors:
-            raise RuleError(policy, rule, str(errors[0]))
+            raise RuleError(rule, str(errors[0]))
         try:
             ops = _TYPES[entry["type"]].ops(obj, entry)
             obj = patching.apply_ops_in_place(obj, ops) if apply is None else apply(ops)
         except (_Failure, PatchError) as e:
-            raise RuleError(policy, rule, f"{where}: {e}") from None
+            raise RuleError(rule, f"{where}: {e}") from None
     return obj

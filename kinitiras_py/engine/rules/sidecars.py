@@ -10,9 +10,7 @@ the next lookup) is rendered once, and an unchanged one never again.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
@@ -110,13 +108,6 @@ def _compiled(rule: SidecarRule, text: str) -> cel.Program | PolicyError:
         return compile_source(source, rule.source)
     except PolicyError as e:
         return e
-
-
-def kept_in_configmaps(rules: Iterable[Any]) -> list[int]:
-    """Indexes of the ``rules`` (a compiled policy's) whose template is read from a ConfigMap: a
-    ``renderedCel`` stored on them (from an earlier inline version) is not what runs, so it is removed."""
-    return [rule.index for rule in rules
-            if getattr(rule, "sidecar", None) is not None and rule.sidecar.config_map is not None]
 
 
 def already_injected(rule: SidecarRule, obj: Obj) -> bool:

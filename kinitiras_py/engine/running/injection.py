@@ -28,16 +28,17 @@ from typing import Any
 import orjson
 
 from kinitiras_py.base.errors import KinitirasError
+from kinitiras_py.base.ids import PolicyId
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.objects import patching, patchlog
-from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledOverridePolicy, CompiledOverrideRule, OverrideMatch
 from kinitiras_py.engine.rendering.injecting import marker_key
 
 SEVERITY = {"Override": 0, "Skip": 1, "Deny": 2}
 @dataclass
 class _Plan:
-    policy: CompiledPolicy
+    policy: CompiledOverridePolicy
     rule: CompiledOverrideRule
     spec_at: str
     claims: list[Obj]
@@ -48,12 +49,12 @@ class Injection:
     """What combining the inject rules gave."""
 
     draft: patchlog.Draft
-    applied: list[tuple[CompiledPolicy, CompiledOverrideRule]] = field(default_factory=list)
+    applied: list[OverrideMatch] = field(default_factory=list)
     """The rules whose injections are in the result (each marked the pod)."""
     warnings: list[str] = field(default_factory=list)
-    errors: list[tuple[CompiledPolicy, CompiledOverrideRule, str]] = field(default_factory=list)
+    errors: list[tuple[CompiledOverridePolicy, CompiledOverrideRule, str]] = field(default_factory=list)
     """Rules whose CEL failed: the caller applies their failurePolicy."""
-    denial: tuple[CompiledPolicy, CompiledOverrideRule, str] | None = None
+    denial: tuple[CompiledOverridePolicy, CompiledOverrideRule, str] | None = None
     """A conflict under onConflict Deny: the request must be denied with this reason."""
 
 
@@ -65,7 +66,7 @@ def _canon(value: JSON) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
-def _plans(rules: list[tuple[CompiledPolicy, CompiledOverrideRule]], inputs: Bindings | dict[str, Any],
+def _plans(rules: list[OverrideMatch], inputs: Bindings | dict[str, Any],
            out: Injection) -> list[_Plan]:
     plans = []
     for policy, rule in rules:
@@ -123,13 +124,13 @@ def _names(plans: list[_Plan], involved: frozenset[int]) -> str:
     return ", ".join(dict.fromkeys(plans[i].policy.ref for i in sorted(involved)))
 
 
-def combine(rules: list[tuple[CompiledPolicy, CompiledOverrideRule]], working: Obj,
+def combine(rules: list[OverrideMatch], working: Obj,
             inputs: Bindings | dict[str, Any]) -> Injection:
     """Evaluate every inject rule against ``working`` and combine their plans (``working`` is not
     modified; the result is in ``draft``)."""
     out = Injection(draft=patchlog.Draft(working))
     plans = _plans(rules, inputs, out)
-    skipped: set[str] = set()
+    skipped: set[PolicyId] = set()
     for (involved, what), wheres in _conflicts(plans).items():
         mode = max((plans[i].rule.inject or "Skip" for i in involved), key=SEVERITY.__getitem__)
         where = ", ".join(dict.fromkeys(wheres))
@@ -141,9 +142,9 @@ def combine(rules: list[tuple[CompiledPolicy, CompiledOverrideRule]], working: O
             out.denial = (first.policy, first.rule, reason)
             return out
         if mode == "Skip":
-            skipped.update(plans[i].policy.ref for i in involved)
+            skipped.update(plans[i].policy.identity for i in involved)
             out.warnings.append(f"{_names(plans, involved)}: not injected (onConflict Skip): {what}, in {where}")
-    kept = [plan for plan in plans if plan.policy.ref not in skipped]
+    kept = [plan for plan in plans if plan.policy.identity not in skipped]
     ops = _operations(kept)
     ops += _markers(kept, working)
     if ops:

@@ -22,13 +22,10 @@ from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.objects import lastapplied, patchlog
-from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledOverridePolicy, CompiledOverrideRule, OverrideMatch
 from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleFailure, RuleId
 from kinitiras_py.engine.rules import jsrules, origin
 from kinitiras_py.engine.running import injection, sidecargroups
-
-RuleKey = tuple[str, int]
-"""(policy ref, rule index): how resolved parameters and lookup errors are keyed."""
 
 
 def _patch_ops(result: JSON, what: str, answers: bool = False) -> Patch:
@@ -56,7 +53,7 @@ def _inputs(working: Obj, draft: patchlog.Draft, variables: dict[str, Any],
     return bound if draft.doc is working else bound.changed("object", draft.doc, draft.touched)
 
 
-def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: CompiledPolicy, variables: dict[str, Any],
+def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: CompiledOverridePolicy, variables: dict[str, Any],
                bound: Bindings | None = None, rendered: Program | None = None,
                marks: jsrules.Marks | None = None) -> patchlog.Draft:
     """Apply one rule's overriders: rendered, cue, cel, javascript, plaintext, origin. ``working`` is not
@@ -101,16 +98,16 @@ def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: CompiledPolicy,
                 continue
             apply(fanout.operations(made[0].evaluate(_inputs(working, draft, variables, bound)), op, made[1]))
     if rule.origin:
-        origin.apply_origin(draft.doc, rule.origin, policy.ref, rule.index, apply)
+        origin.apply_origin(draft.doc, rule.origin, RuleId(policy.identity, rule.index), apply)
     if applied:
         lastapplied.follow(draft, applied)
     return draft
 
 
-def mutate(matches: Iterable[tuple[CompiledPolicy, CompiledOverrideRule]], obj: Obj, variables: dict[str, Any],
-           params: Mapping[RuleKey, Obj] | None = None,
-           lookup_errors: Mapping[RuleKey, str] | None = None,
-           programs: Mapping[RuleKey, Program] | None = None, features: int | None = None,
+def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any],
+           params: Mapping[RuleId, Obj] | None = None,
+           lookup_errors: Mapping[RuleId, str] | None = None,
+           programs: Mapping[RuleId, Program] | None = None, features: int | None = None,
            measured: Mapping[str, tuple[Any, int]] | None = None) -> Mutation:
     """Apply every matching rule to ``obj``; return the final object and the patch.
 
@@ -141,12 +138,13 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, CompiledOverrideRule]], obj: 
     # A rule whose conditions or references failed is decided by its failurePolicy, below, like any other.
     injecting = features is None or bool(features & selection.INJECTS)
     injects = [(policy, rule) for policy, rule in matches
-               if rule.inject is not None and (policy.ref, rule.index) not in lookup_errors] if injecting else []
+               if rule.inject is not None and RuleId(policy.identity, rule.index) not in lookup_errors
+               ] if injecting else []
     plain = {**variables, "params": {}}  # for rules without parameters of their own; never changed
     marks = jsrules.Marks()
     last = len(matches) - 1
     for i, (policy, rule) in enumerate(matches):
-        if injecting and rule.inject is not None and (policy.ref, rule.index) not in lookup_errors:
+        if injecting and rule.inject is not None and RuleId(policy.identity, rule.index) not in lookup_errors:
             if injects:  # every inject rule runs at the place of the first one, together
                 if bound is None:
                     bound = _bindings(variables, working, measured)
@@ -159,7 +157,7 @@ def mutate(matches: Iterable[tuple[CompiledPolicy, CompiledOverrideRule]], obj: 
                 injects = []
             continue
         started = time.perf_counter()
-        key = (policy.ref, rule.index)
+        key = RuleId(policy.identity, rule.index)
         reason = lookup_errors.get(key)
         trial: patchlog.Draft | None = None
         denied = False
@@ -208,7 +206,7 @@ def _bindings(variables: dict[str, Any], working: Obj, measured: Mapping[str, tu
     return Bindings({**variables, "object": working, "params": {}}, measured)
 
 
-def _inject(rules: list[tuple[CompiledPolicy, CompiledOverrideRule]], working: Obj, bound: Bindings, mutation: Mutation,
+def _inject(rules: list[OverrideMatch], working: Obj, bound: Bindings, mutation: Mutation,
             log: patchlog.PatchLog) -> tuple[RuleFailure | None, Obj]:
     """Run the inject rules together (:mod:`.injection`), recording warnings, timings and applied
     rules in ``mutation`` and the changes in ``log``. Returns the failure that denies the request, if

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.objects import workloads
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledOverridePolicy, OverrideMatch
 from kinitiras_py.engine.policies.results import PolicyId, RuleFailure
 
 
-def group_conflict(matches: Sequence[tuple[CompiledPolicy, Any]], obj: Obj) -> RuleFailure | None:
+def group_conflict(matches: Sequence[OverrideMatch], obj: Obj) -> RuleFailure | None:
     """The denial of a pod that two sidecar policies of one group select, naming both; else None."""
     if not workloads.is_pod_bearing(obj):
         return None
-    first: dict[str, CompiledPolicy] = {}
+    first: dict[str, CompiledOverridePolicy] = {}
     for policy, rule in matches:
-        sidecar = getattr(rule, "sidecar", None)
+        sidecar = rule.sidecar
         if sidecar is None or sidecar.group is None:
             continue
         seen = first.setdefault(sidecar.group, policy)

@@ -21,10 +21,9 @@ from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.cue import errors as cue_errors
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.policies.compiled import CompiledPolicy, CompiledValidateRule
+from kinitiras_py.engine.policies.compiled import CompiledValidateRule, ValidateMatch
 from kinitiras_py.engine.policies.results import PolicyId, RuleCheck, RuleFailure, RuleId, Verdict
 from kinitiras_py.engine.rules import jsrules
-from kinitiras_py.engine.running.overriding import RuleKey
 
 
 def _outcome(result: JSON, what: str) -> tuple[bool, str]:
@@ -64,13 +63,13 @@ def check_rule(rule: CompiledValidateRule, variables: Mapping[str, Any] | Bindin
     return True, ""
 
 
-def _order(match: tuple[CompiledPolicy, CompiledValidateRule]) -> tuple[tuple[int, str, str], int]:
+def _order(match: ValidateMatch) -> tuple[tuple[int, str, str], int]:
     return match[0].sort_key(), match[1].index
 
 
-def validate(matches: Iterable[tuple[CompiledPolicy, CompiledValidateRule]], variables: dict[str, Any],
-             params: Mapping[RuleKey, dict[str, Any]] | None = None,
-             lookup_errors: Mapping[RuleKey, str] | None = None, shared: Bindings | None = None) -> Verdict:
+def validate(matches: Iterable[ValidateMatch], variables: dict[str, Any],
+             params: Mapping[RuleId, dict[str, Any]] | None = None,
+             lookup_errors: Mapping[RuleId, str] | None = None, shared: Bindings | None = None) -> Verdict:
     """The verdict of every matching rule on the object in ``variables``.
 
     ``params`` holds the resolved value references per (policy ref, rule index), and
@@ -83,7 +82,7 @@ def validate(matches: Iterable[tuple[CompiledPolicy, CompiledValidateRule]], var
     shared = shared or Bindings({**variables, "params": {}})
     verdict = Verdict()
     for policy, rule in sorted(matches, key=_order):
-        key = (policy.ref, rule.index)
+        key = RuleId(policy.identity, rule.index)
         started = time.perf_counter()
         error = lookup_errors.get(key)
         valid, reason = True, ""

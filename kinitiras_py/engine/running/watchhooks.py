@@ -8,11 +8,11 @@ from collections.abc import Iterable, Sequence
 
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.objects import selectors
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import AnyPolicy
 from kinitiras_py.engine.rules.jshooks import Hooks
 
 
-def concerns(policy: CompiledPolicy, obj: Obj) -> bool:
+def concerns(policy: AnyPolicy, obj: Obj) -> bool:
     """Whether ``policy``'s hooks follow ``obj``: its selectors match it and, for a namespaced
     policy, it is in the policy's namespace (as a namespaced JsAdmission saw only its own)."""
     if not policy.cluster_scoped:
@@ -22,7 +22,7 @@ def concerns(policy: CompiledPolicy, obj: Obj) -> bool:
     return selectors.match_any(policy.selectors, obj)
 
 
-def watching(policy: CompiledPolicy) -> list[Hooks]:
+def watching(policy: AnyPolicy) -> list[Hooks]:
     """The hooks of ``policy``'s rules that follow objects (to be started with the objects that exist)."""
     found = []
     for rule in policy.rules:
@@ -32,7 +32,7 @@ def watching(policy: CompiledPolicy) -> list[Hooks]:
     return found
 
 
-def kinds(policy: CompiledPolicy) -> list[tuple[str, str]]:
+def kinds(policy: AnyPolicy) -> list[tuple[str, str]]:
     """The (apiVersion, kind) pairs ``policy`` selects, each once, in order: what its hooks watch."""
     pairs = [(str(sel.get("apiVersion")), str(sel.get("kind"))) for sel in policy.selectors]
     return list(dict.fromkeys(pairs))
@@ -46,7 +46,7 @@ def order(obj: Obj) -> tuple[str, str, str, str]:
             str(meta.get("name") or ""))
 
 
-def start_offline(policies: Iterable[CompiledPolicy], objects: Sequence[Obj]) -> None:
+def start_offline(policies: Iterable[AnyPolicy], objects: Sequence[Obj]) -> None:
     """Start the hooks of ``policies`` with ``objects`` (``--context``) as the objects that exist,
     in a stable order, and wait until their states are built."""
     pending = [hooks.start(sorted((o for o in objects if concerns(policy, o)), key=order))

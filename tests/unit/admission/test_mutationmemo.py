@@ -17,7 +17,7 @@ from kinitiras_py.engine.evaluation import bounds
 from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.policies.compiling import compile_policy
-from kinitiras_py.engine.policies.results import Mutation
+from kinitiras_py.engine.policies.results import Mutation, RuleId
 from kinitiras_py.engine.running import overriding
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook import codec, shape
@@ -295,7 +295,7 @@ def test_the_key_is_none_for_inputs_not_to_remember() -> None:
 
     assert key() is not None and key() == key() and key(generation=2) != key()
     assert key(fingerprint=None) is None
-    assert key(errors={("ref", 0): "not found"}) is None
+    assert key(errors={RuleId(policy.identity, 0): "not found"}) is None
     assert key(features=selection.JAVASCRIPT) is None
     assert key(features=selection.NAMESPACE, namespace_object={"spec": {"x": float("nan")}}) is None
 

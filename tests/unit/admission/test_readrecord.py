@@ -9,8 +9,10 @@ import yaml
 
 from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission.readrecord import KNOWN_FEATURES, ReadRecord
+from kinitiras_py.base.ids import RuleId
 from kinitiras_py.engine.evaluation.cel import compile_program
 from kinitiras_py.engine.matching import selection  # FIXSPLIT
+from kinitiras_py.engine.policies.compiled import OverrideMatch
 from kinitiras_py.engine.policies.compiling import compile_policy
 
 POLICY = compile_policy(yaml.safe_load("""
@@ -22,7 +24,8 @@ spec:
   overrideRules:
   - overriders: {template: {type: labels, operation: add, path: a, value: {string: b}}}
 """))
-MATCHES: list[mutationmemo.Match] = [(POLICY, POLICY.rules[0])]
+MATCHES: list[OverrideMatch] = [(POLICY, POLICY.rules[0])]
+RULE = RuleId(POLICY.identity, 0)
 
 
 def test_nothing_read_is_alone_and_keyed_as_the_memory_of_mutations_keys_it() -> None:
@@ -35,10 +38,10 @@ def test_nothing_read_is_alone_and_keyed_as_the_memory_of_mutations_keys_it() ->
 
 @pytest.mark.parametrize("read", [
     {"features": selection.NAMESPACE, "namespace": {"metadata": {"labels": {"env": "a"}}}},
-    {"references": {("p", 0): {"team": "a"}}},
-    {"policy_references": {"p": {"cfg": {"data": {}}}}},
-    {"configmaps": {("p", 0): compile_program("[]")}},
-    {"failures": {("p", 0): "ConfigMap team-a/cfg not found"}},
+    {"references": {RULE: {"team": "a"}}},
+    {"policy_references": {POLICY.identity: {"cfg": {"data": {}}}}},
+    {"configmaps": {RULE: compile_program("[]")}},
+    {"failures": {RULE: "ConfigMap team-a/cfg not found"}},
     {"javascript": True, "features": selection.JAVASCRIPT},
 ], ids=["namespace", "reference", "policy reference", "configmap", "failed lookup", "javascript"])
 def test_anything_read_makes_the_answer_depend_on_more_than_the_request(read: dict[str, Any]) -> None:
@@ -55,6 +58,6 @@ def test_what_the_record_cannot_describe_turns_caching_off() -> None:
     unknown = ReadRecord(1, KNOWN_FEATURES + 1)
     assert unknown.undescribed == [f"policy features {KNOWN_FEATURES + 1:#x}"]
     assert not unknown.alone and not unknown.cacheable and unknown.key(b"fp", MATCHES) is None
-    inexact = ReadRecord(1, 0, references={("p", 0): {"n": 2**70}})  # no exact JSON for it
+    inexact = ReadRecord(1, 0, references={RULE: {"n": 2**70}})  # no exact JSON for it
     assert inexact.key(b"fp", MATCHES) is None
     assert inexact.undescribed == ["a value without exact JSON"] and not inexact.cacheable

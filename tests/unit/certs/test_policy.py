@@ -15,7 +15,7 @@ T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 DAY = dt.timedelta(days=1)
 HOUR = dt.timedelta(hours=1)
 MINUTE = dt.timedelta(minutes=1)
-POLICY = p.Policy.for_service("hook", "ns", ips=("127.0.0.1",))
+POLICY = p.CertPolicy.for_service("hook", "ns", ips=("127.0.0.1",))
 STALE = dt.timedelta(hours=3)
 
 
@@ -66,7 +66,7 @@ def test_leaf_never_outlives_its_ca() -> None:
 
 def test_a_missing_san_or_a_not_yet_valid_leaf_is_reissued() -> None:
     data = issued()
-    wider = p.Policy.for_service("hook", "ns", ips=("127.0.0.1", "10.0.0.7"))
+    wider = p.CertPolicy.for_service("hook", "ns", ips=("127.0.0.1", "10.0.0.7"))
     ins = p.inspect(data)
     step = p.plan(ins, T0, wider, injected=ins.bundle, fresh={})
     assert step.action == Action.ISSUE_LEAF and "10.0.0.7" in step.reason
@@ -78,13 +78,13 @@ def test_a_missing_san_or_a_not_yet_valid_leaf_is_reissued() -> None:
 
 def test_policy_validation() -> None:
     with pytest.raises(ValueError):
-        p.Policy()
+        p.CertPolicy()
     with pytest.raises(ValueError):
-        p.Policy(dns_names=("a",), leaf_days=20)
+        p.CertPolicy(dns_names=("a",), leaf_days=20)
     with pytest.raises(ValueError):
-        p.Policy(dns_names=("a",), ca_renew_before=dt.timedelta(days=10))
+        p.CertPolicy(dns_names=("a",), ca_renew_before=dt.timedelta(days=10))
     with pytest.raises(ValueError):
-        p.Policy(ips=("not-an-ip",))
+        p.CertPolicy(ips=("not-an-ip",))
     assert POLICY.dns_names == ("hook", "hook.ns", "hook.ns.svc", "hook.ns.svc.cluster.local")
 
 

@@ -15,7 +15,7 @@ from kinitiras_py.certs.rotator import ROTATE_ANNOTATION, Rotator
 from kinitiras_py.certs.storage import FileStore, Snapshot
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
-POLICY = p.Policy.for_service("hook", "ns", ips=("127.0.0.1",))
+POLICY = p.CertPolicy.for_service("hook", "ns", ips=("127.0.0.1",))
 
 
 class Injector:

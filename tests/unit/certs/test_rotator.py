@@ -19,7 +19,7 @@ from kinitiras_py.certs.storage import FileStore
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 DAY = dt.timedelta(days=1)
-POLICY = p.Policy.for_service("hook", "ns", ips=("127.0.0.1",))
+POLICY = p.CertPolicy.for_service("hook", "ns", ips=("127.0.0.1",))
 
 
 class Clock:

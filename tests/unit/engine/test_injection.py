@@ -14,7 +14,7 @@ from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.objects import workloads
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.engine.policies.compiling import compile_policy
-from kinitiras_py.engine.policies.results import Mutation
+from kinitiras_py.engine.policies.results import Mutation, RuleId
 from kinitiras_py.engine.running import overriding
 
 Obj = dict[str, Any]
@@ -371,7 +371,7 @@ def test_operations_that_do_not_apply_fail_the_first_inject_rule(monkeypatch: py
 def test_an_inject_rule_whose_conditions_failed_is_decided_by_its_failure_policy(failure_policy: str) -> None:
     good = policy("good", {"env": [DB_PORT]})
     failing = policy("failing", {"volumes": [CACHE_VOLUME]}, failure_policy=failure_policy)
-    key = (failing.ref, 0)
+    key = RuleId(failing.identity, 0)
     obj = pod()
     matches = list(PolicyIndex([failing, good]).matching(obj, "CREATE", "myns"))
     result = overriding.mutate(matches, obj, {"request": {"operation": "CREATE"}},

@@ -8,7 +8,10 @@ from typing import Any, NamedTuple
 import pytest
 
 from kinitiras_py.base.errors import RuleError
+from kinitiras_py.base.ids import PolicyId, RuleId
 from kinitiras_py.engine.rules import origin
+
+RULE = RuleId(PolicyId("OverridePolicy", "ns", "pol"), 2)
 
 Obj = dict[str, Any]
 TEMPLATE = ("spec", "template", "spec")
@@ -60,15 +63,15 @@ def w(request: pytest.FixtureRequest) -> Workload:
 
 
 def run(obj: Obj, *entries: Any) -> Obj:
-    origin.apply_origin(obj, list(entries), "ns/pol", 2)
+    origin.apply_origin(obj, list(entries), RULE)
     return obj
 
 
 def fail(obj: Obj, *entries: Any) -> str:
     with pytest.raises(RuleError) as info:
-        origin.apply_origin(obj, list(entries), "ns/pol", 2)
-    assert (info.value.policy, info.value.rule) == ("ns/pol", 2)
-    assert str(info.value) == f"policy ns/pol, rule 2: {info.value.reason}"
+        origin.apply_origin(obj, list(entries), RULE)
+    assert info.value.rule == RULE
+    assert str(info.value) == f"policy OverridePolicy ns/pol, rule 2: {info.value.reason}"
     return info.value.reason
 
 

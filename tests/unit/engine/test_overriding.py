@@ -16,7 +16,7 @@ import pytest
 from kinitiras_py.engine.evaluation import celenv
 from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.policies.compiling import compile_policy
-from kinitiras_py.engine.policies.results import Mutation, PolicyId
+from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleId
 from kinitiras_py.engine.running import overriding
 
 Obj = dict[str, Any]
@@ -261,7 +261,8 @@ def test_value_ref_old_reads_the_old_object_and_is_skipped_without_one() -> None
 def test_value_ref_from_resolved_params(ref: Obj, resolved: Obj, text: str) -> None:
     rules = [template("labels", "add", path="x", value={"string": "first"}),
              template("annotations", "add", path="resolved", valueRef=ref)]
-    mutation = run([policy(*rules)], POD, params={("ClusterOverridePolicy p", 1): {"valueRef": resolved}})
+    second = RuleId(PolicyId("ClusterOverridePolicy", None, "p"), 1)
+    mutation = run([policy(*rules)], POD, params={second: {"valueRef": resolved}})
     assert mutation.object["metadata"]["annotations"] == {"resolved": text}
     # Without a resolved value (null lookup) the rule changes nothing.
     assert run([policy(*rules)], POD).object["metadata"].get("annotations") is None
@@ -346,7 +347,8 @@ def test_cel_errors_and_lookup_errors_are_rule_failures() -> None:
     assert bad_cel.object == POD
     ref = {"from": "owner", "path": "/metadata/name"}
     lookup = run([policy(template("labels", "add", path="o", valueRef=ref))], POD,
-                 lookup_errors={("ClusterOverridePolicy p", 0): "Pod default/web-1 has no owner reference"})
+                 lookup_errors={RuleId(PolicyId("ClusterOverridePolicy", None, "p"), 0):
+                                "Pod default/web-1 has no owner reference"})
     assert str(lookup.failure) == "policy ClusterOverridePolicy p, rule 0: Pod default/web-1 has no owner reference"
     assert lookup.object == POD
 

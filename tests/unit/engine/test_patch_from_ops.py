@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import PatchError, RuleError
+from kinitiras_py.base.ids import PolicyId, RuleId
 from kinitiras_py.engine.objects import patching
 from kinitiras_py.engine.objects.patchlog import Draft, PatchLog
 from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledPolicy
@@ -35,6 +36,7 @@ from kinitiras_py.engine.rules import origin
 from kinitiras_py.engine.running import overriding
 
 Obj = dict[str, Any]
+ORACLE = PolicyId("OverridePolicy", None, "oracle")
 KEYS = st.sampled_from(["a", "b", "c", "a/b", "~", ""])
 SCALARS = st.sampled_from([0, 1, 1.0, -0.0, True, False, None, "", "x", "1"])
 VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=3),
@@ -140,7 +142,7 @@ class Rule:
         """The rule applied plainly, in place, as the oracle: no drafts, no log."""
         for ops in (self.rendered, self.cel, self.plaintext):
             doc = patching.apply_ops_in_place(doc, unaliased(ops))
-        return origin.apply_origin(doc, self.origin, "oracle", index) if self.origin else doc
+        return origin.apply_origin(doc, self.origin, RuleId(ORACLE, index)) if self.origin else doc
 
 
 LABELS = st.dictionaries(st.sampled_from(["app", "tier", "a/b"]), st.sampled_from(["x", "y"]), max_size=2)

@@ -376,3 +376,33 @@ def test_the_namespace_is_needed_by_rules_that_read_it(source: str, reads: bool)
     conditioned = dataclasses.replace(plain, conditions=compile_program(source.replace("[]", "true")))
     for made in (ruled, conditioned):
         assert bool(selection.policy_features(made) & selection.NAMESPACE) is reads
+
+
+def test_features_of_each_rule_family_are_read_from_its_own_fields() -> None:
+    """Sidecars, injects and fanned-out operations are override rules' own: a validate rule is
+    never asked for them, and an override rule's fanned-out program counts for the Namespace."""
+    from kinitiras_py.engine.evaluation.cel import compile_program
+    from kinitiras_py.engine.matching import selection
+
+    checked = policy("ClusterValidatePolicy", "checked")
+    scripted = dataclasses.replace(checked, rules=(dataclasses.replace(checked.rules[0], javascript=object()),))
+    assert selection.policy_features(checked) == 0
+    assert selection.policy_features(scripted) == selection.JAVASCRIPT | selection.NAMESPACE
+    plain = policy("ClusterOverridePolicy", "plain")
+    fanned = dataclasses.replace(plain, rules=(dataclasses.replace(
+        plain.rules[0], fanout={0: (compile_program("namespaceObject == null ? [] : []"), 1)}),))
+    assert selection.policy_features(fanned) == selection.NAMESPACE
+    sidecar = dataclasses.replace(plain, rules=(dataclasses.replace(plain.rules[0], sidecar=object()),))
+    assert selection.policy_features(sidecar) == selection.SIDECARS | selection.NAMESPACE
+
+
+def test_a_compiled_policy_names_its_family_and_finds_its_rules_by_index() -> None:
+    from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledValidateRule, validates
+
+    checked = policy("ValidatePolicy", "checked", "team-a", operations=[["CREATE"], ["UPDATE"]])
+    changed = policy("OverridePolicy", "changed", "team-a")
+    assert validates(checked) and not validates(changed)
+    assert isinstance(checked.rule(1), CompiledValidateRule) and checked.rule(1).operations == {"UPDATE"}
+    assert isinstance(changed.rule(0), CompiledOverrideRule)
+    with pytest.raises(StopIteration):
+        checked.rule(2)

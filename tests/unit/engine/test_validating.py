@@ -13,7 +13,7 @@ import yaml
 from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.engine.policies.compiling import compile_policy
-from kinitiras_py.engine.policies.results import PolicyId, Verdict
+from kinitiras_py.engine.policies.results import PolicyId, RuleId, Verdict
 from kinitiras_py.engine.running import validating
 from kinitiras_py.engine.running.validating import validate
 
@@ -49,8 +49,8 @@ def run(policy: CompiledPolicy, obj: dict[str, Any] = DEPLOY, old: dict[str, Any
         params: dict[str, Any] | None = None, lookup_errors: dict[int, str] | None = None) -> Verdict:
     """Every rule of ``policy`` on ``obj``; params and lookup errors by rule index."""
     return validate([(policy, rule) for rule in policy.rules], {"object": obj, "oldObject": old},
-                    {(policy.ref, i): p for i, p in (params or {}).items()},
-                    {(policy.ref, i): e for i, e in (lookup_errors or {}).items()})
+                    {RuleId(policy.identity, i): p for i, p in (params or {}).items()},
+                    {RuleId(policy.identity, i): e for i, e in (lookup_errors or {}).items()})
 
 
 def rejects(rule: dict[str, Any], obj: dict[str, Any] = DEPLOY, **kw: Any) -> bool:
@@ -450,7 +450,7 @@ def one_rule(index: int, obj: dict[str, Any] = TEAM_A, params: dict[str, Any] | 
              error: str | None = None) -> Verdict:
     """Rule ``index`` of validate-multi alone on ``obj`` (DELETE: no old object)."""
     policy = multi()
-    key = (policy.ref, index)
+    key = RuleId(policy.identity, index)
     return validate([(policy, policy.rules[index])], {"object": obj, "oldObject": None},
                     {key: params} if params is not None else {}, {key: error} if error is not None else {})
 
@@ -524,10 +524,10 @@ def test_multi_whole_policy_first_rejection_wins() -> None:
         "owned-by": "leap-x"}}}
     policy = multi()
     matches = list(PolicyIndex([policy]).matching(quiet, "DELETE"))
-    verdict = validate(matches, {"object": quiet}, {}, {(policy.ref, 2): "approver down"})
+    verdict = validate(matches, {"object": quiet}, {}, {RuleId(policy.identity, 2): "approver down"})
     assert verdict.message == "policy ClusterValidatePolicy test-multi-validate, rule 2: approver down"
-    verdict = validate(matches, {"object": quiet}, {(policy.ref, 2): {"dataRef": {"body": {}}}},
-                       {(policy.ref, 3): "no kind deployment in v1"})
+    verdict = validate(matches, {"object": quiet}, {RuleId(policy.identity, 2): {"dataRef": {"body": {}}}},
+                       {RuleId(policy.identity, 3): "no kind deployment in v1"})
     assert verdict.message.endswith("rule 3: no kind deployment in v1")
-    verdict = validate(matches, {"object": quiet}, {(policy.ref, 2): {"dataRef": {"body": {}}}})
+    verdict = validate(matches, {"object": quiet}, {RuleId(policy.identity, 2): {"dataRef": {"body": {}}}})
     assert verdict.message == DENIED  # rule 7: "leap-x" is not in [test, leap, ecp]
