@@ -15,6 +15,7 @@ from kinitiras_py.base import aiotasks
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.informers import Informer
+from kinitiras_py.scan.pacing import Slicer
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,10 @@ class Feed:
         """Once the first list is in, every object of it as changed (one call each, not one per
         object as the list arrives: a full pass starting then finds them still queued)."""
         await informer.synced.wait()
+        slicer = Slicer()
         for namespace, name in informer.names():
             await self._changed((resource, namespace, name))
+            await slicer.turn()
 
     def _subscribe(self, informer: Informer, resource: Resource) -> None:
         async def added(obj: Obj) -> None:

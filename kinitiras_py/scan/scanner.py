@@ -38,6 +38,7 @@ from kinitiras_py.scan import kinds
 from kinitiras_py.scan.evaluation import Context, Evaluator, evaluator
 from kinitiras_py.scan.feed import Feed, Key
 from kinitiras_py.scan.metrics import ScanMetrics
+from kinitiras_py.scan.pacing import Slicer
 from kinitiras_py.scan.plans import Plan, plan
 from kinitiras_py.scan.sink import ReportSink
 
@@ -161,7 +162,7 @@ class Scanner:
                 return
             before = self._kinds_of.get(pid, set())
             await self._watch()
-            self._enqueue_resources(before | self._kinds_of.get(pid, set()))
+            await self._enqueue_resources(before | self._kinds_of.get(pid, set()))
 
     async def _watch(self) -> None:
         """Resolve every policy's kinds and watch exactly those; objects of kinds no longer
@@ -177,9 +178,11 @@ class Scanner:
                 log.info("scan: %s", reason)
         self.unscanned = unscanned
         wanted = set().union(*self._kinds_of.values()) if self._kinds_of else set()
+        slicer = Slicer()
         for informer in await self.feed.watch(wanted):
             for namespace, name in informer.names():
                 self._enqueue((informer.resource, namespace, name))
+                await slicer.turn()
 
     # -- objects --------------------------------------------------------------------------------
 
@@ -195,11 +198,12 @@ class Scanner:
         self._pending.setdefault(key, _Work()).scan = True
         self._wake.set()
 
-    def _enqueue_resources(self, resources: Iterable[Resource]) -> None:
-        wanted = set(resources)
+    async def _enqueue_resources(self, resources: Iterable[Resource]) -> None:
+        wanted, slicer = set(resources), Slicer()
         for key in self.feed.every_key():
             if key[0] in wanted:
                 self._enqueue(key)
+            await slicer.turn()
 
     # -- leadership -----------------------------------------------------------------------------
 
@@ -254,14 +258,14 @@ class Scanner:
                 while not self.feed.synced and waited < SYNC_WAIT:
                     await asyncio.sleep(0.2)
                     waited += 0.2
-                self._begin_pass()
+                await self._begin_pass()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("scan: a full pass could not begin; trying again in %.0f s", self.period)
             await asyncio.sleep(self.period)
 
-    def _begin_pass(self) -> None:
+    async def _begin_pass(self) -> None:
         every = set(self.feed.every_key())
         # Objects scanned since the previous pass began (changes, a new kind's first list) are
         # current: this pass leaves them out.
@@ -273,9 +277,14 @@ class Scanner:
         else:
             self._pass_left, self._pass_started = every, time.monotonic()
         self._pass_left -= recent
-        for key in every - recent:
-            self._enqueue(key)
         self._end_pass_if_done()
+        # Queued in slices, the worker scanning between them: a key it has meanwhile scanned
+        # (an object change) has left the pass and is not queued again.
+        slicer = Slicer()
+        for key in every - recent:
+            if self._pass_left is not None and key in self._pass_left:
+                self._enqueue(key)
+            await slicer.turn()
 
     def _end_pass_if_done(self) -> None:
         if self._pass_left is None or self._pass_left:
