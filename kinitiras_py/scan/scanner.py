@@ -355,8 +355,11 @@ class Scanner:
             known = None
         if self._evaluator is None:
             self._evaluator = evaluator(self.plans, self.context)
-        results = await self._evaluator.results(obj)
-        self._spent = self._evaluator.spent
+        # A policy change while this object is evaluated drops the evaluator (and queues the
+        # object again): finish with the one this evaluation began with.
+        current = self._evaluator
+        results = await current.results(obj)
+        self._spent = current.spent
         if self.metrics is not None:
             self.metrics.scanned.inc()
         digest = _digest(results)

@@ -58,7 +58,7 @@ def test_reports_fit_the_schema_and_lose_nothing(resource: ResourceRef, uid: str
     again = build_reports(resource, uid, list(reversed(stamped)), max_results=cap)
 
     def said(items: list[dict]) -> list[tuple]:
-        return [(one["policy"], one["rule"], one["result"], one.get("message"), one["properties"]["policyKind"])
+        return [(one["policy"], one["rule"], one["result"], one.get("message", ""), one["properties"]["policyKind"])
                 for report in items for one in report["results"]]
 
     assert sorted(said(again)) == sorted(said(reports))

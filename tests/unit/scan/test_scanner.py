@@ -264,3 +264,27 @@ async def test_a_failed_write_is_written_again_at_the_next_pass() -> None:
         assert sink.results_of("bad")[("owner", 0)] == "fail"
     finally:
         await scanner.stop()
+
+
+async def test_a_policy_removed_while_an_object_is_evaluated_loses_nothing(
+        scan: tuple[Scanner, MemorySink], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The evaluator is dropped when policies change; an evaluation under way finishes with its own."""
+    scanner, sink = scan
+    await leading(scanner, owner_policy())
+    started, release = asyncio.Event(), asyncio.Event()
+    real = scanner_module.Evaluator.results
+
+    async def slow(self: Any, obj: Obj) -> list[RuleResult]:
+        started.set()
+        await release.wait()
+        return await real(self, obj)
+
+    monkeypatch.setattr(scanner_module.Evaluator, "results", slow)
+    await feed(scanner, PODS, "ADDED", pod("bad"))
+    await until(started.is_set)
+    await policy(scanner, None)  # removed while "bad" is evaluated
+    release.set()
+    metrics = scanner.metrics
+    assert metrics is not None
+    await until(lambda: metrics.scanned._value.get() >= 1)  # finished, not failed
+    await until(lambda: not sink.reports.get("uid-bad", (None, []))[1])  # and the policy's results are gone
