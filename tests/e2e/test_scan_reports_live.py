@@ -161,7 +161,8 @@ def test_a_policy_deleted_while_no_replica_leads_loses_its_reports_at_the_takeov
         wait_for_takeover(rig, follower, HANDOVER_LIMIT)
     finally:
         rig.cluster.kubectl("delete", "cvp", name, "--ignore-not-found")
+    # Run alone, only the new leader's sweep can remove it. In a whole session the session's webhook
+    # (it scans every policy too, and writes the same report names) may remove it first on seeing the
+    # policy deleted, so the sweep itself is pinned by tests/unit/reports and tests/unit/scan.
     within(PERIOD, lambda: report_of(rig.cluster, rig.objects, uid) is None, "the new leader removes the stale report")
-    # Its own doing, not another writer's (a session's webhook scans every policy too): it asked to delete.
-    assert metric(follower, 'kinitiras_report_requests_total{operation="delete"') >= 1
     assert "Traceback" not in follower.log.read_text(errors="replace"), follower.log_tail()
