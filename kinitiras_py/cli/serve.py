@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from kinitiras_py.admission import mutationmemo
@@ -91,39 +93,24 @@ def _port(text: str) -> int:
     return value
 
 
-def _positive_seconds(text: str) -> float:
-    value = float(text)
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
-    return value
+def _number(name: str, holds: Callable[[float], bool], must: str) -> Callable[[str], float]:
+    """An argparse type named ``name``: a number for which ``holds`` is true, else an error saying
+    it ``must`` be that."""
+    def parse(text: str) -> float:
+        value = float(text)
+        if not holds(value):
+            raise argparse.ArgumentTypeError(f"must be {must}, not {text}")
+        return value
+
+    parse.__name__ = name  # argparse names it in "invalid <name> value"
+    return parse
 
 
-def _seconds(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds, not {text}")
-    return value
-
-
-def _share(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1, not {text}")
-    return value
-
-
-def _rate(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 10000:
-        raise argparse.ArgumentTypeError(f"must be above 0 and at most 10000 per second, not {text}")
-    return value
-
-
-def _mebibytes(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 1024:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1024 MiB, not {text}")
-    return value
+_positive_seconds = _number("_positive_seconds", lambda v: 0 < v < math.inf, "a positive number of seconds")
+_seconds = _number("_seconds", lambda v: 0 <= v <= 3600, "between 0 and 3600 seconds")
+_share = _number("_share", lambda v: 0 < v <= 1, "above 0 and at most 1")
+_rate = _number("_rate", lambda v: 0 < v <= 10000, "above 0 and at most 10000 per second")
+_mebibytes = _number("_mebibytes", lambda v: 0 <= v <= 1024, "between 0 and 1024 MiB")
 
 
 def _serve(args: argparse.Namespace) -> int:
