@@ -1,7 +1,8 @@
 """kinitiras ``cue`` rules compiled to CEL when a policy is admitted (:func:`compile_cue`).
 
-The program is read into tokens (:mod:`.lexer`), parsed (:mod:`.syntax` into :mod:`.tree`), compiled by :mod:`.compiler` with the
-expressions of :mod:`.operators` and the library calls of :mod:`.packages`; :mod:`.errors` reads
+The program is read into tokens (:mod:`.lexer`), parsed (:mod:`.syntax` into :mod:`.tree`),
+compiled by :mod:`.compiler` with the expressions of :mod:`.operators` and the library calls of
+:mod:`.packages`; :mod:`.errors` reads
 the failures of the compiled CEL as CUE's.
 """
 
