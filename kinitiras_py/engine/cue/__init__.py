@@ -2,8 +2,7 @@
 
 The program is read into tokens (:mod:`.lexer`), parsed (:mod:`.syntax` into :mod:`.tree`),
 compiled by :mod:`.compiler` with the expressions of :mod:`.operators` and the library calls of
-:mod:`.packages`; :mod:`.errors` reads
-the failures of the compiled CEL as CUE's.
+:mod:`.packages`; :mod:`.errors` reads the failures of the compiled CEL as CUE's.
 """
 
 from kinitiras_py.engine.cue import operators
