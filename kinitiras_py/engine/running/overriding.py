@@ -179,7 +179,7 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
         marks.settle(reason is None)
         if reason is not None:
             # A denial (a sidecar check, jsa_mutate) is a decision, not an error: the failurePolicy does not apply.
-            failure = RuleFailure(pid, rule.index, reason, ignored=rule.failure_policy == "Ignore" and not denied)
+            failure = RuleFailure(key, reason, ignored=rule.failure_policy == "Ignore" and not denied)
             if failure.ignored:
                 mutation.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
                 mutation.ignored.append(failure)
@@ -222,7 +222,7 @@ def _inject(rules: list[OverrideMatch], working: Obj, bound: Bindings, mutation:
         pid = PolicyId.of(policy)
         mutation.timings[pid] = mutation.timings.get(pid, 0.0) + share
     for policy, rule, reason in outcome.errors:
-        failure = RuleFailure(PolicyId.of(policy), rule.index, reason, ignored=rule.failure_policy == "Ignore")
+        failure = RuleFailure(RuleId(PolicyId.of(policy), rule.index), reason, ignored=rule.failure_policy == "Ignore")
         if not failure.ignored:
             return failure, working
         mutation.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
@@ -230,7 +230,7 @@ def _inject(rules: list[OverrideMatch], working: Obj, bound: Bindings, mutation:
     mutation.warnings += outcome.warnings
     if outcome.denial is not None:
         policy, rule, reason = outcome.denial
-        return RuleFailure(PolicyId.of(policy), rule.index, reason, ignored=False), working
+        return RuleFailure(RuleId(PolicyId.of(policy), rule.index), reason, ignored=False), working
     if not outcome.draft.changed or patchlog.same(outcome.draft.doc, working):
         return None, working
     mutation.applied += [RuleId(PolicyId.of(policy), rule.index) for policy, rule in outcome.applied]

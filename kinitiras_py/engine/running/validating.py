@@ -97,7 +97,7 @@ def validate(matches: Iterable[ValidateMatch], variables: dict[str, Any],
         verdict.checks.append(RuleCheck(RuleId(pid, rule.index), "error" if error is not None else
                                         "pass" if valid else "fail", error or reason))
         if error is not None:
-            failure = RuleFailure(pid, rule.index, error, ignored=rule.failure_policy == "Ignore")
+            failure = RuleFailure(RuleId(pid, rule.index), error, ignored=rule.failure_policy == "Ignore")
             if failure.ignored:
                 verdict.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
                 verdict.ignored.append(failure)
