@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 
 PartT = TypeVar("PartT")
+_RENDERED: tuple[type[TemplateOverrider | SidecarOverrider | InjectOverrider], ...] = (
+    TemplateOverrider, SidecarOverrider, InjectOverrider)
+"""The kinds whose program is a rule's rendered template (at most one per rule)."""
 
 CLUSTER_KINDS = frozenset({"ClusterOverridePolicy", "ClusterValidatePolicy"})
 VALIDATE_KINDS = frozenset({"ClusterValidatePolicy", "ValidatePolicy"})
@@ -48,13 +51,17 @@ class CompiledOverrideRule:
     last_applied: bool = False
     """Apply the operations to the last-applied-configuration annotation too (KubeMod)."""
 
-    def _part(self, kind: type[PartT]) -> PartT | None:
-        return next((part for part in self.overriders if isinstance(part, kind)), None)
+    def _part(self, kind: type[PartT] | tuple[type[PartT], ...]) -> PartT | None:
+        # A loop, not next() over a generator: the request path reads these per matched rule.
+        for part in self.overriders:
+            if isinstance(part, kind):
+                return part
+        return None
 
     @property
     def rendered(self) -> Program | None:
         """The rendered template's program (a sidecar's when inline, an inject template's plan)."""
-        part = self._part(TemplateOverrider) or self._part(SidecarOverrider) or self._part(InjectOverrider)
+        part = self._part(_RENDERED)
         return part.program if part is not None else None
 
     @property
@@ -123,7 +130,10 @@ class CompiledValidateRule:
     refs: Mapping[str, Obj] = field(default_factory=empty)
 
     def _part(self, kind: type[PartT]) -> PartT | None:
-        return next((part for part in self.checks if isinstance(part, kind)), None)
+        for part in self.checks:
+            if isinstance(part, kind):
+                return part
+        return None
 
     @property
     def rendered(self) -> Program | None:

@@ -5,7 +5,7 @@ reported with its field path, all at once. The model (schema) problems and the s
 (selectors, templates, CEL, plaintext, origin) are gathered together; a semantic problem at a
 path the model already reported on (the same field, a field inside it, or one enclosing it) is
 left out, so each mistake is reported once. Compilation happens once per policy version.
-Each rule is checked and compiled by :mod:`.overriderules` or :mod:`.validaterules`.
+Each rule is assembled from its kinds (:mod:`..kinds`) by :mod:`.overriderules` or :mod:`.validaterules`.
 
 Problems that do not stop a policy from working (credentials written inline, a selector that
 can never match, an ignored setting) are returned as ``CompiledPolicy.warnings``.

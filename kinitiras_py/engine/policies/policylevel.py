@@ -2,7 +2,7 @@
 ``valueRefs`` (references resolved once per request) and ``matchConditions`` (rendered into one
 CEL bool, stored as ``renderedMatchConditions``).
 
-CEL is compiled by :mod:`.checker`, which owns its caching and the checks every user expression gets.
+CEL is compiled by :mod:`..checking.checker`, which owns its caching and the checks every user expression gets.
 """
 
 from __future__ import annotations
