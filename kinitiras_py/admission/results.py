@@ -105,14 +105,14 @@ def override_results(decision: Decision, matched: Iterable[OverrideMatch]) -> li
     """The results of the override rules ``matched`` (by selectors and operation) on the object."""
     mutation = decision.mutation
     applied = set(mutation.applied) if mutation else set()
-    ignored = {RuleId(f.policy, f.rule): f.reason for f in mutation.ignored} if mutation else {}
+    ignored = {f.rule: f.reason for f in mutation.ignored} if mutation else {}
     failure = mutation.failure if mutation else None
     rules = {RuleId(p.identity, r.index): None for p, r in matched}
     rules.update(dict.fromkeys(applied))  # a later tier's rule may match only the changed object
     out = []
     for rid in rules:
         one = RuleResult(rid.policy, rid.rule, "override", "pass")
-        if failure is not None and (failure.policy, failure.rule) == (rid.policy, rid.rule):
+        if failure is not None and failure.rule == rid:
             one.result, one.message, one.denied = "error", failure.reason, True
         elif rid in ignored:
             one.result, one.message, one.skipped = "error", ignored[rid], True

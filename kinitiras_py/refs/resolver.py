@@ -12,8 +12,8 @@ from typing import Protocol
 
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.engine.checking import boundary
 from kinitiras_py.engine.objects import selectors
-from kinitiras_py.engine.policies import boundary
 from kinitiras_py.refs import placeholders, scoped
 from kinitiras_py.refs.store import Store
 

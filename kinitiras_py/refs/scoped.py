@@ -1,6 +1,6 @@
 """The store a namespaced policy reads through: every read is held to the policy's namespace.
 
-This is where the boundary of :mod:`kinitiras_py.engine.policies.boundary` is enforced at run time, for
+This is where the boundary of :mod:`kinitiras_py.engine.checking.boundary` is enforced at run time, for
 every read a rule makes: ``k8s`` and ``owner`` references (policy-wide ``valueRefs``, a
 template's ``valueRef``, a condition's ``dataRef``, a sidecar's ``valueRefs``) and sidecar
 templates kept in ConfigMaps. A read outside is refused with :class:`~.boundary.Crossing`, a
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine.policies import boundary
+from kinitiras_py.engine.checking import boundary
 from kinitiras_py.refs.store import Store
 
 

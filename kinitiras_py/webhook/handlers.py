@@ -177,7 +177,7 @@ class Handlers:
 
     def _report(self, failure: RuleFailure, dry_run: bool) -> None:
         log.warning("rule failed",
-                    extra={"policy": str(failure.policy), "rule": failure.rule, "reason": failure.reason})
+                    extra={"policy": str(failure.policy), "rule": failure.rule.rule, "reason": failure.reason})
         if self.on_rule_failure is not None and not dry_run:
             self.on_rule_failure(failure)
 

@@ -4,26 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from kinitiras_py.base.typedefs import Obj, Patch
+from kinitiras_py.engine.evaluation.cel import Program
+from kinitiras_py.engine.kinds.base import EMPTY, Check, Overrider, empty
+from kinitiras_py.engine.kinds.cel import CelCheck, CelOverrider
+from kinitiras_py.engine.kinds.cue import CueCheck, CueOverrider
+from kinitiras_py.engine.kinds.inject import InjectOverrider
+from kinitiras_py.engine.kinds.javascript import JavascriptCheck, JavascriptOverrider
+from kinitiras_py.engine.kinds.origin import OriginOverrider
+from kinitiras_py.engine.kinds.plaintext import PlaintextOverrider
+from kinitiras_py.engine.kinds.select import Selected
+from kinitiras_py.engine.kinds.sidecar import SidecarOverrider
+from kinitiras_py.engine.kinds.template import TemplateCheck, TemplateOverrider
 from kinitiras_py.engine.policies.results import PolicyId
+from kinitiras_py.engine.rules.jsrules import JsProgram
+from kinitiras_py.engine.rules.sidecars import SidecarRule
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs  # typing's from Python 3.13; for the checker only
 
-    from kinitiras_py.engine.evaluation.cel import Program
-    from kinitiras_py.engine.rules.jsrules import JsProgram
-    from kinitiras_py.engine.rules.sidecars import SidecarRule
 
-EMPTY: Mapping[Any, Any] = MappingProxyType({})
-"""What a policy or rule without references or fan-out holds: one shared empty mapping, not an
-empty dict each (10,000 policies would hold megabytes of them)."""
-
-
-def _empty() -> Mapping[Any, Any]:
-    return EMPTY
+PartT = TypeVar("PartT")
+_RENDERED: tuple[type[TemplateOverrider | SidecarOverrider | InjectOverrider], ...] = (
+    TemplateOverrider, SidecarOverrider, InjectOverrider)
+"""The kinds whose program is a rule's rendered template (at most one per rule)."""
 
 CLUSTER_KINDS = frozenset({"ClusterOverridePolicy", "ClusterValidatePolicy"})
 VALIDATE_KINDS = frozenset({"ClusterValidatePolicy", "ValidatePolicy"})
@@ -37,29 +43,74 @@ class CompiledOverrideRule:
     operations: frozenset[str] | None
     """None means every operation (empty list or ``*``)."""
     failure_policy: str
-    rendered: Program | None = None
-    cue: Program | None = None
-    """The ``cue`` program compiled to CEL, run after ``rendered`` and before ``cel``."""
-    cel: Program | None = None
-    javascript: JsProgram | None = None
-    """``jsa_mutate``, run after ``cel`` and before ``plaintext``."""
-    plaintext: Patch = field(default_factory=list)
-    origin: list[Obj] = field(default_factory=list)
-    refs: Mapping[str, Obj] = field(default_factory=_empty)
+    overriders: tuple[Overrider, ...] = ()
+    """Each overrider written, compiled by its kind, in the order they apply: the rendered template
+    (a sidecar or inject template included), cue, cel, javascript, plaintext, origin."""
+    refs: Mapping[str, Obj] = field(default_factory=empty)
     """Value references this rule needs resolved, by parameter name (``params.<name>``)."""
-    sidecar: SidecarRule | None = None
-    """For a ``sidecar`` template: its group and, when kept in a ConfigMap, where (``rendered`` is
-    then compiled per ConfigMap text on the request path)."""
-    fanout: Mapping[int, tuple[Program, int]] = field(default_factory=_empty)
-    """Plaintext operations with select or valueTemplate, by index: their program and fan-out depth."""
     last_applied: bool = False
     """Apply the operations to the last-applied-configuration annotation too (KubeMod)."""
-    inject: str | None = None
-    """For an ``inject`` template: its onConflict. ``rendered`` then returns a plan, which the engine
-    combines with the other inject rules' (:mod:`..running.injection`)."""
-    marker: tuple[str, str | None] | None = None
-    """For an ``inject`` template with its own ``marker``: the annotation's key and value (None: the
-    policy's resourceVersion). None for ours (:func:`..rendering.injecting.marker_key`)."""
+
+    def _part(self, kind: type[PartT] | tuple[type[PartT], ...]) -> PartT | None:
+        # A loop, not next() over a generator: the request path reads these per matched rule.
+        for part in self.overriders:
+            if isinstance(part, kind):
+                return part
+        return None
+
+    @property
+    def rendered(self) -> Program | None:
+        """The rendered template's program (a sidecar's when inline, an inject template's plan)."""
+        part = self._part(_RENDERED)
+        return part.program if part is not None else None
+
+    @property
+    def cue(self) -> Program | None:
+        """The ``cue`` program compiled to CEL."""
+        part = self._part(CueOverrider)
+        return part.program if part is not None else None
+
+    @property
+    def cel(self) -> Program | None:
+        """The ``cel`` program."""
+        part = self._part(CelOverrider)
+        return part.program if part is not None else None
+
+    @property
+    def javascript(self) -> JsProgram | None:
+        """The ``javascript`` (``jsa_mutate``) program."""
+        part = self._part(JavascriptOverrider)
+        return part.program if part is not None else None
+
+    @property
+    def plaintext(self) -> Patch:
+        """The ``plaintext`` operations as written."""
+        part = self._part(PlaintextOverrider)
+        return part.ops if part is not None else []
+
+    @property
+    def fanout(self) -> Mapping[int, Selected]:
+        """Plaintext operations with select or valueTemplate, by index: their program and fan-out depth."""
+        part = self._part(PlaintextOverrider)
+        return part.fanout if part is not None else EMPTY
+
+    @property
+    def origin(self) -> list[Obj]:
+        """The ``origin`` entries."""
+        part = self._part(OriginOverrider)
+        return part.entries if part is not None else []
+
+    @property
+    def sidecar(self) -> SidecarRule | None:
+        """For a ``sidecar`` template: its group and, when kept in a ConfigMap, where."""
+        part = self._part(SidecarOverrider)
+        return part.rule if part is not None else None
+
+    @property
+    def inject(self) -> InjectOverrider | None:
+        """For an ``inject`` template: its plan's program, onConflict and own marker
+        (:mod:`..running.injection` combines it with the other inject rules')."""
+        return self._part(InjectOverrider)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +124,40 @@ class CompiledValidateRule:
     """A subset of Deny, Warn, Audit."""
     message: str = ""
     allow_mode: bool = False
-    rendered: Program | None = None
-    cue: Program | None = None
-    """The ``cue`` program compiled to CEL (object, and oldObject on UPDATE only)."""
-    cel: Program | None = None
-    javascript: JsProgram | None = None
-    """``jsa_validate``, run after ``cel``."""
-    refs: Mapping[str, Obj] = field(default_factory=_empty)
+    checks: tuple[Check, ...] = ()
+    """Each check written, compiled by its kind, in the order they run: the rendered template (or
+    ``messageTemplate``), cue, cel, javascript."""
+    refs: Mapping[str, Obj] = field(default_factory=empty)
+
+    def _part(self, kind: type[PartT]) -> PartT | None:
+        for part in self.checks:
+            if isinstance(part, kind):
+                return part
+        return None
+
+    @property
+    def rendered(self) -> Program | None:
+        """The rendered template's program."""
+        part = self._part(TemplateCheck)
+        return part.program if part is not None else None
+
+    @property
+    def cue(self) -> Program | None:
+        """The ``cue`` program compiled to CEL (object, and oldObject on UPDATE only)."""
+        part = self._part(CueCheck)
+        return part.program if part is not None else None
+
+    @property
+    def cel(self) -> Program | None:
+        """The ``cel`` program."""
+        part = self._part(CelCheck)
+        return part.program if part is not None else None
+
+    @property
+    def javascript(self) -> JsProgram | None:
+        """The ``javascript`` (``jsa_validate``) program."""
+        part = self._part(JavascriptCheck)
+        return part.program if part is not None else None
 
 
 CompiledRule = CompiledOverrideRule | CompiledValidateRule
@@ -114,7 +192,7 @@ class CompiledPolicy(Generic[RuleT]):
     """``matchConditions`` rendered to one CEL bool; None when there are none."""
     tier: int = 0
     """``executionTier`` (override policies): lower tiers run first."""
-    refs: Mapping[str, Obj] = field(default_factory=_empty)
+    refs: Mapping[str, Obj] = field(default_factory=empty)
     """``valueRefs``: resolved once per request, ``params.<name>`` for conditions and every rule."""
     rendered_fields: tuple[tuple[str, str], ...] = ()
     """Other rendered CEL written back to the policy: (JSON pointer of the field, source), e.g.

@@ -5,7 +5,7 @@ reported with its field path, all at once. The model (schema) problems and the s
 (selectors, templates, CEL, plaintext, origin) are gathered together; a semantic problem at a
 path the model already reported on (the same field, a field inside it, or one enclosing it) is
 left out, so each mistake is reported once. Compilation happens once per policy version.
-Each rule is checked and compiled by :mod:`.overriderules` or :mod:`.validaterules`.
+Each rule is assembled from its kinds (:mod:`..kinds`) by :mod:`.overriderules` or :mod:`.validaterules`.
 
 Problems that do not stop a policy from working (credentials written inline, a selector that
 can never match, an ignored setting) are returned as ``CompiledPolicy.warnings``.
@@ -20,13 +20,14 @@ from typing import Any, TypeVar
 from kinitiras_py.api import policies as models
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.checking import shapes
+from kinitiras_py.engine.checking.checker import Checker, check_reference, dict_of, list_of
 from kinitiras_py.engine.evaluation.cel import Program
+from kinitiras_py.engine.kinds.base import EMPTY
 from kinitiras_py.engine.objects import selectors
-from kinitiras_py.engine.policies import policylevel, shapes
-from kinitiras_py.engine.policies.checker import Checker, check_reference, dict_of, list_of
+from kinitiras_py.engine.policies import policylevel
 from kinitiras_py.engine.policies.compiled import (
     CLUSTER_KINDS,
-    EMPTY,
     VALIDATE_KINDS,
     CompiledOverrideRule,
     CompiledPolicy,
@@ -74,7 +75,8 @@ def compile_policy(obj: Obj) -> EitherPolicy:
         check_reference(checker, value_ref, f"spec.valueRefs.{name}")
     conditions = checker.run(policylevel.match_conditions, checker, list_of(spec.get("matchConditions")), refs)
     # Only our own marker is named after the policy; a rule's own marker key is checked with the rule.
-    if any(isinstance(rule, CompiledOverrideRule) and rule.inject and rule.marker is None for rule in rules):
+    if any(isinstance(rule, CompiledOverrideRule) and rule.inject is not None and rule.inject.marker is None
+           for rule in rules):
         checker.run(injecting.check_marker, kind, str(meta.get("name", "")))
     if any(rule.javascript is not None and rule.javascript.hooks is not None and rule.javascript.hooks.watches
            for rule in rules):

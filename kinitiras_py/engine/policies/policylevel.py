@@ -2,7 +2,7 @@
 ``valueRefs`` (references resolved once per request) and ``matchConditions`` (rendered into one
 CEL bool, stored as ``renderedMatchConditions``).
 
-CEL is compiled by :mod:`.checker`, which owns its caching and the checks every user expression gets.
+CEL is compiled by :mod:`..checking.checker`, which owns its caching and the checks every user expression gets.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.checking.checker import REF_SOURCES_WITH_PARAMS, Checker, compile_cel, user_cel
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import criteria
-from kinitiras_py.engine.policies.checker import REF_SOURCES_WITH_PARAMS, Checker, compile_cel, user_cel
 
 CONDITION_RESULTS = ("BOOL", "DYN")
 RENDERED_POINTER = "/spec/renderedMatchConditions"

@@ -22,13 +22,17 @@ __all__ = ["Identified", "Mutation", "PolicyId", "RuleCheck", "RuleFailure", "Ru
 class RuleFailure:
     """A rule that failed on this object, and whether its failurePolicy let the request through."""
 
-    policy: PolicyId
-    rule: int
+    rule: RuleId
     reason: str
     ignored: bool
 
+    @property
+    def policy(self) -> PolicyId:
+        """The policy of the rule that failed."""
+        return self.rule.policy
+
     def __str__(self) -> str:
-        return f"policy {self.policy}, rule {self.rule}: {self.reason}"
+        return f"policy {self.rule.policy}, rule {self.rule.rule}: {self.reason}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.ids import PolicyId
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation.celbindings import Bindings
+from kinitiras_py.engine.kinds.inject import InjectOverrider
 from kinitiras_py.engine.objects import patching, patchlog
 from kinitiras_py.engine.policies.compiled import CompiledOverridePolicy, CompiledOverrideRule, OverrideMatch
 from kinitiras_py.engine.rendering.injecting import marker_key
@@ -40,6 +41,7 @@ SEVERITY = {"Override": 0, "Skip": 1, "Deny": 2}
 class _Plan:
     policy: CompiledOverridePolicy
     rule: CompiledOverrideRule
+    inject: InjectOverrider
     spec_at: str
     claims: list[Obj]
 
@@ -70,16 +72,17 @@ def _plans(rules: list[OverrideMatch], inputs: Bindings | dict[str, Any],
            out: Injection) -> list[_Plan]:
     plans = []
     for policy, rule in rules:
-        assert rule.rendered is not None
+        inject = rule.inject
+        assert inject is not None
         try:
-            result = rule.rendered.evaluate(inputs)
+            result = inject.plan(inputs)
             if not isinstance(result, dict) or not isinstance(result.get("claims"), list):
                 raise ValueError(f"the rendered inject template returned {type(result).__name__}, not a plan")
         except (KinitirasError, ValueError, TypeError) as e:
             out.errors.append((policy, rule, str(e)))
             continue
         if result.get("apply"):
-            plans.append(_Plan(policy, rule, str(result.get("podSpec") or ""), list(_flat(result["claims"]))))
+            plans.append(_Plan(policy, rule, inject, str(result.get("podSpec") or ""), list(_flat(result["claims"]))))
     return plans
 
 
@@ -132,7 +135,7 @@ def combine(rules: list[OverrideMatch], working: Obj,
     plans = _plans(rules, inputs, out)
     skipped: set[PolicyId] = set()
     for (involved, what), wheres in _conflicts(plans).items():
-        mode = max((plans[i].rule.inject or "Skip" for i in involved), key=SEVERITY.__getitem__)
+        mode = max((plans[i].inject.on_conflict for i in involved), key=SEVERITY.__getitem__)
         where = ", ".join(dict.fromkeys(wheres))
         if mode == "Deny":
             first = plans[min(involved)]
@@ -206,7 +209,7 @@ def _markers(plans: list[_Plan], working: Obj) -> Patch:
     ops: Patch = []
     for plan in plans:
         meta = plan.spec_at[: -len("/spec")] + "/metadata"
-        key, value = plan.rule.marker or (marker_key(plan.policy.kind, plan.policy.name), None)
+        key, value = plan.inject.marker or (marker_key(plan.policy.kind, plan.policy.name), None)
         if value is None:
             value = plan.policy.resource_version
         op = {"op": "add", "path": f"{meta}/annotations/{patching.escape_pointer_token(key)}", "value": value}

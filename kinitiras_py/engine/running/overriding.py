@@ -15,59 +15,32 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError, RuleDenied, RuleError
-from kinitiras_py.base.typedefs import JSON, Obj, Patch
-from kinitiras_py.engine.cue import errors as cue_errors
+from kinitiras_py.base.typedefs import Obj, Patch
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.kubemod import fanout
+from kinitiras_py.engine.kinds.base import OverrideStep
 from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.objects import lastapplied, patchlog
 from kinitiras_py.engine.policies.compiled import CompiledOverridePolicy, CompiledOverrideRule, OverrideMatch
 from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleFailure, RuleId
-from kinitiras_py.engine.rules import jsrules, origin
+from kinitiras_py.engine.rules import jsrules
 from kinitiras_py.engine.running import injection, sidecargroups
-
-
-def _patch_ops(result: JSON, what: str, answers: bool = False) -> Patch:
-    if isinstance(result, dict) and answers:
-        # Rendered sidecar templates answer {"deny": reason} or {"error": reason} instead of operations.
-        if isinstance(result.get("deny"), str):
-            raise RuleDenied(result["deny"])
-        if isinstance(result.get("error"), str):
-            raise ValueError(result["error"])
-    if not isinstance(result, list):
-        raise ValueError(f"{what} must return a list of JSON patch operations, got {type(result).__name__}")
-    for i, op in enumerate(result):
-        if not isinstance(op, dict) or not isinstance(op.get("op"), str) or not isinstance(op.get("path"), str):
-            raise ValueError(f"{what} returned an invalid operation at index {i}: {op!r} (needs op and path)")
-    return result
-
-
-def _inputs(working: Obj, draft: patchlog.Draft, variables: dict[str, Any],
-            bound: Bindings | None) -> Bindings | dict[str, Any]:
-    """What a program of the rule evaluates against: the shared bindings while the rule has not
-    changed the object, then those bindings with the object changed (their untouched conversions
-    kept); plain variables for a rule with its own parameters."""
-    if bound is None:
-        return {**variables, "object": draft.doc}
-    return bound if draft.doc is working else bound.changed("object", draft.doc, draft.touched)
 
 
 def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: CompiledOverridePolicy, variables: dict[str, Any],
                bound: Bindings | None = None, rendered: Program | None = None,
                marks: jsrules.Marks | None = None) -> patchlog.Draft:
-    """Apply one rule's overriders: rendered, cue, cel, javascript, plaintext, origin. ``working`` is not
-    modified.
+    """Apply one rule's overriders in order (rendered, cue, cel, javascript, plaintext, origin), each
+    by its kind's step. ``working`` is not modified.
 
-    A fanned-out plaintext operation (select, valueTemplate) runs its program against the
-    object as the operations before it left it. With ``patchLastApplied`` the operations made
-    are applied to the last-applied-configuration annotation too (:mod:`..objects.lastapplied`).
+    With ``patchLastApplied`` the operations made are applied to the last-applied-configuration
+    annotation too (:mod:`..objects.lastapplied`).
 
     Each overrider sees the result of the previous one (kinitiras skipped plaintext when origin
     was present; we run all that are set). Returns the draft holding the result and where the
     rule changed it. ``bound``, when given, holds ``variables`` with ``working`` as the object,
-    already converted for CEL. ``rendered`` stands in for ``rule.rendered`` (a sidecar template
-    read from a ConfigMap). ``marks`` holds the names js-admissions' marker annotations hold so far
+    already converted for CEL. ``rendered`` stands in for a sidecar template's program (one read
+    from a ConfigMap). ``marks`` holds the names js-admissions' marker annotations hold so far
     in this request (a javascript rule with a ``marker`` adds its own when it returns a Result).
     """
     draft = patchlog.Draft(working)
@@ -77,28 +50,9 @@ def apply_rule(working: Obj, rule: CompiledOverrideRule, policy: CompiledOverrid
         def apply(ops: Patch) -> Any:
             applied.extend(ops)
             return draft.apply(ops)
-    for program, what, answers in ((rendered or rule.rendered, "the rendered template", True),
-                                   (rule.cue, "the cue rule", False), (rule.cel, "the cel rule", False)):
-        if program is not None:
-            given = _inputs(working, draft, variables, bound)
-            value = cue_errors.evaluate(program, given) if program is rule.cue else program.evaluate(given)
-            apply(_patch_ops(value, what, answers))
-    if rule.javascript is not None:
-        ops = jsrules.mutate_ops(rule.javascript, draft.doc, variables)
-        apply(ops or [])
-        if ops is not None and rule.javascript.marker is not None:
-            apply((marks or jsrules.Marks()).ops(rule.javascript.marker, draft.doc))
-    if rule.plaintext and not rule.fanout:
-        apply(rule.plaintext)
-    elif rule.plaintext:
-        for j, op in enumerate(rule.plaintext):
-            made = rule.fanout.get(j)
-            if made is None:
-                apply([op])
-                continue
-            apply(fanout.operations(made[0].evaluate(_inputs(working, draft, variables, bound)), op, made[1]))
-    if rule.origin:
-        origin.apply_origin(draft.doc, rule.origin, RuleId(policy.identity, rule.index), apply)
+    run = OverrideStep(working, draft, variables, bound, apply, RuleId(policy.identity, rule.index), rendered, marks)
+    for overrider in rule.overriders:
+        overrider.step(run)
     if applied:
         lastapplied.follow(draft, applied)
     return draft
@@ -179,7 +133,7 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
         marks.settle(reason is None)
         if reason is not None:
             # A denial (a sidecar check, jsa_mutate) is a decision, not an error: the failurePolicy does not apply.
-            failure = RuleFailure(pid, rule.index, reason, ignored=rule.failure_policy == "Ignore" and not denied)
+            failure = RuleFailure(key, reason, ignored=rule.failure_policy == "Ignore" and not denied)
             if failure.ignored:
                 mutation.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
                 mutation.ignored.append(failure)
@@ -222,7 +176,7 @@ def _inject(rules: list[OverrideMatch], working: Obj, bound: Bindings, mutation:
         pid = PolicyId.of(policy)
         mutation.timings[pid] = mutation.timings.get(pid, 0.0) + share
     for policy, rule, reason in outcome.errors:
-        failure = RuleFailure(PolicyId.of(policy), rule.index, reason, ignored=rule.failure_policy == "Ignore")
+        failure = RuleFailure(RuleId(PolicyId.of(policy), rule.index), reason, ignored=rule.failure_policy == "Ignore")
         if not failure.ignored:
             return failure, working
         mutation.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
@@ -230,7 +184,7 @@ def _inject(rules: list[OverrideMatch], working: Obj, bound: Bindings, mutation:
     mutation.warnings += outcome.warnings
     if outcome.denial is not None:
         policy, rule, reason = outcome.denial
-        return RuleFailure(PolicyId.of(policy), rule.index, reason, ignored=False), working
+        return RuleFailure(RuleId(PolicyId.of(policy), rule.index), reason, ignored=False), working
     if not outcome.draft.changed or patchlog.same(outcome.draft.doc, working):
         return None, working
     mutation.applied += [RuleId(PolicyId.of(policy), rule.index) for policy, rule in outcome.applied]

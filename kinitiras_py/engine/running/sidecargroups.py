@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.objects import workloads
 from kinitiras_py.engine.policies.compiled import CompiledOverridePolicy, OverrideMatch
-from kinitiras_py.engine.policies.results import PolicyId, RuleFailure
+from kinitiras_py.engine.policies.results import PolicyId, RuleFailure, RuleId
 
 
 def group_conflict(matches: Sequence[OverrideMatch], obj: Obj) -> RuleFailure | None:
@@ -23,5 +23,5 @@ def group_conflict(matches: Sequence[OverrideMatch], obj: Obj) -> RuleFailure | 
         if seen is not policy:
             reason = (f"the pod matches two sidecar policies of group {sidecar.group!r}, {seen.ref} and "
                       f"{policy.ref}; a pod may have the sidecar of one policy per group")
-            return RuleFailure(PolicyId.of(policy), rule.index, reason, ignored=False)
+            return RuleFailure(RuleId(PolicyId.of(policy), rule.index), reason, ignored=False)
     return None

@@ -18,20 +18,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kinitiras_py.base.errors import KinitirasError
-from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.cue import errors as cue_errors
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.policies.compiled import CompiledValidateRule, ValidateMatch
 from kinitiras_py.engine.policies.results import PolicyId, RuleCheck, RuleFailure, RuleId, Verdict
-from kinitiras_py.engine.rules import jsrules
-
-
-def _outcome(result: JSON, what: str) -> tuple[bool, str]:
-    if isinstance(result, bool):
-        return result, ""
-    if isinstance(result, dict) and isinstance(result.get("valid", True), bool):
-        return bool(result.get("valid", True)), str(result.get("reason") or "")
-    raise ValueError(f"{what} must return a bool or a map {{valid, reason}}, got {result!r}")
 
 
 def default_message(rule: CompiledValidateRule) -> str:
@@ -40,25 +29,16 @@ def default_message(rule: CompiledValidateRule) -> str:
 
 
 def check_rule(rule: CompiledValidateRule, variables: Mapping[str, Any] | Bindings) -> tuple[bool, str]:
-    """Evaluate one rule: (valid, reason). The rendered template runs first, then ``cue``, ``cel``, then
-    ``javascript``.
+    """Evaluate one rule: (valid, reason). Its checks run in order, each by its kind's step: the
+    rendered template first, then ``cue``, ``cel``, then ``javascript``; the first that fails decides.
 
     The reason is the one the expression returned, else the rule's message (for a template,
     the condition's ``message``, in allow mode too), else :func:`default_message`.
     """
-    for program, what in ((rule.rendered, "the rendered template"), (rule.cue, "the cue rule"),
-                          (rule.cel, "the cel rule")):
-        if program is None:
-            continue
-        value = cue_errors.evaluate(program, variables) if program is rule.cue else program.evaluate(variables)
-        valid, reason = _outcome(value, what)
-        if not valid:
-            return False, reason or rule.message or default_message(rule)
-    if rule.javascript is not None:
-        given = variables.variables if isinstance(variables, Bindings) else variables
-        obj = given.get("object")
-        valid, reason = jsrules.validate_result(rule.javascript, obj if isinstance(obj, dict) else {}, given)
-        if not valid:
+    fallback = rule.message or default_message(rule)
+    for check in rule.checks:
+        reason = check.step(variables, fallback)
+        if reason is not None:
             return False, reason
     return True, ""
 
@@ -97,7 +77,7 @@ def validate(matches: Iterable[ValidateMatch], variables: dict[str, Any],
         verdict.checks.append(RuleCheck(RuleId(pid, rule.index), "error" if error is not None else
                                         "pass" if valid else "fail", error or reason))
         if error is not None:
-            failure = RuleFailure(pid, rule.index, error, ignored=rule.failure_policy == "Ignore")
+            failure = RuleFailure(RuleId(pid, rule.index), error, ignored=rule.failure_policy == "Ignore")
             if failure.ignored:
                 verdict.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
                 verdict.ignored.append(failure)

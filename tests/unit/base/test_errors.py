@@ -35,13 +35,13 @@ def test_every_exception_of_the_package_is_in_the_tree() -> None:
     found = exceptions(_modules())
     assert outside_the_tree(found) == []
     # The walk saw exceptions from well beyond base/ (a walk that found nothing would pass).
-    assert {"kinitiras_py.cluster.client.ApiException", "kinitiras_py.engine.policies.boundary.Crossing",
+    assert {"kinitiras_py.cluster.client.ApiException", "kinitiras_py.engine.checking.boundary.Crossing",
             "kinitiras_py.refs.resolver.LookupFailure", "kinitiras_py.base.errors.PolicyError"} <= set(found)
 
 
 def test_builtin_bases_stay_for_the_callers_that_catch_them() -> None:
     from kinitiras_py.convert.gotemplate import Untranslatable
-    from kinitiras_py.engine.policies.boundary import Crossing
+    from kinitiras_py.engine.checking.boundary import Crossing
     from kinitiras_py.refs.egress import EgressRefused
     from kinitiras_py.refs.outbound import GuardedAddress
 

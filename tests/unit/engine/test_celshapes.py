@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kinitiras_py.admission.pipeline import Request
+from kinitiras_py.engine.checking import shapes
 from kinitiras_py.engine.evaluation import cel, celshapes
-from kinitiras_py.engine.policies import shapes
 
 DECLARED = celshapes.Shapes(shapes.REQUEST_FIELDS, frozenset({"valueRef", "team"}), namespace=False)
 WITH_NAMESPACE = celshapes.Shapes(shapes.REQUEST_FIELDS, frozenset(), namespace=True)

@@ -312,7 +312,8 @@ def test_fail_keeps_the_original_object_and_names_policy_rule_and_reason() -> No
     mutation = run(policies, POD)
     assert mutation.failure is not None and not mutation.allowed
     assert (mutation.failure.policy, mutation.failure.rule, mutation.failure.ignored) == (
-        PolicyId("ClusterOverridePolicy", None, "b-second"), 1, False)
+        PolicyId("ClusterOverridePolicy", None, "b-second"),
+        RuleId(PolicyId("ClusterOverridePolicy", None, "b-second"), 1), False)
     assert str(mutation.failure) == ("policy ClusterOverridePolicy b-second, rule 1: "
                                      "patch op 0 ('/metadata/name/x'): parent is a str, not an object or array")
     assert mutation.object == POD and mutation.patch == []
@@ -342,7 +343,7 @@ def test_a_rule_setting_what_is_already_there_leaves_the_object_itself() -> None
 
 def test_cel_errors_and_lookup_errors_are_rule_failures() -> None:
     bad_cel = run([policy({"cel": 'object.metadata.labels["absent"] == "x" ? [] : []'})], POD)
-    assert bad_cel.failure is not None and bad_cel.failure.rule == 0
+    assert bad_cel.failure is not None and bad_cel.failure.rule.rule == 0
     assert str(bad_cel.failure).startswith("policy ClusterOverridePolicy p, rule 0: ")
     assert bad_cel.object == POD
     ref = {"from": "owner", "path": "/metadata/name"}

@@ -28,6 +28,10 @@ from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import PatchError, RuleError
 from kinitiras_py.base.ids import PolicyId, RuleId
+from kinitiras_py.engine.kinds.cel import CelOverrider
+from kinitiras_py.engine.kinds.origin import OriginOverrider
+from kinitiras_py.engine.kinds.plaintext import PlaintextOverrider
+from kinitiras_py.engine.kinds.template import TemplateOverrider
 from kinitiras_py.engine.objects import patching
 from kinitiras_py.engine.objects.patchlog import Draft, PatchLog
 from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, CompiledPolicy
@@ -133,10 +137,12 @@ class Rule:
     failure_policy: str = "Ignore"
 
     def compiled(self, index: int) -> CompiledOverrideRule:
+        parts = (TemplateOverrider(Ops(self.rendered)) if self.rendered else None,  # type: ignore[arg-type]
+                 CelOverrider(Ops(self.cel)) if self.cel else None,  # type: ignore[arg-type]
+                 PlaintextOverrider(self.plaintext) if self.plaintext else None,
+                 OriginOverrider(self.origin) if self.origin else None)
         return CompiledOverrideRule(index=index, operations=None, failure_policy=self.failure_policy,
-                            rendered=Ops(self.rendered) if self.rendered else None,  # type: ignore[arg-type]
-                            cel=Ops(self.cel) if self.cel else None,  # type: ignore[arg-type]
-                            plaintext=self.plaintext, origin=self.origin)
+                                    overriders=tuple(part for part in parts if part is not None))
 
     def apply_to(self, doc: Any, index: int) -> Any:
         """The rule applied plainly, in place, as the oracle: no drafts, no log."""

@@ -11,9 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kinitiras_py.engine.evaluation.cel import compile_program
+from kinitiras_py.engine.kinds.cel import CelOverrider
+from kinitiras_py.engine.kinds.inject import InjectOverrider
+from kinitiras_py.engine.kinds.javascript import JavascriptCheck, JavascriptOverrider
+from kinitiras_py.engine.kinds.plaintext import PlaintextOverrider
+from kinitiras_py.engine.kinds.select import Selected
+from kinitiras_py.engine.kinds.sidecar import SidecarOverrider
 from kinitiras_py.engine.matching.selection import PolicyIndex, object_group, object_namespace
 from kinitiras_py.engine.objects import selectors
-from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.policies.compiled import CompiledPolicy, CompiledValidateRule
 from kinitiras_py.engine.policies.compiling import compile_policy
 
 API = "policy.kcloudlabs.io/v1alpha1"
@@ -49,6 +56,13 @@ def policy(kind: str, name: str, namespace: str | None = None, selectors: list[A
     if selectors is not None:
         spec["resourceSelectors"] = selectors
     return compile_policy({"apiVersion": API, "kind": kind, "metadata": meta, "spec": spec})
+
+
+def with_part(rule: Any, part: Any) -> Any:
+    """``rule`` with one more overrider (an override rule) or check (a validate rule)."""
+    if isinstance(rule, CompiledValidateRule):
+        return dataclasses.replace(rule, checks=(*rule.checks, part))
+    return dataclasses.replace(rule, overriders=(*rule.overriders, part))
 
 
 def for_kind(kind: str, api_version: str = "v1", **extra: Any) -> list[dict[str, Any]]:
@@ -345,10 +359,10 @@ def test_features_are_those_the_matched_policies_use() -> None:
 
     plain = policy("ClusterOverridePolicy", "plain")
     scripted = dataclasses.replace(policy("ClusterOverridePolicy", "scripted"),
-                                   rules=(dataclasses.replace(plain.rules[0], javascript=object()),))
+                                   rules=(with_part(plain.rules[0], JavascriptOverrider(object())),))  # type: ignore[arg-type]
     conditioned = dataclasses.replace(policy("ClusterOverridePolicy", "conditioned"), refs={"x": {}})
     injecting = dataclasses.replace(policy("ClusterOverridePolicy", "injecting"),
-                                    rules=(dataclasses.replace(plain.rules[0], inject="x"),))
+                                    rules=(with_part(plain.rules[0], InjectOverrider(compile_program("{}"), "x")),))
     index = PolicyIndex([plain])
     assert index.features([(plain, plain.rules[0])]) == 0
     for added in (scripted, conditioned, injecting):
@@ -368,11 +382,11 @@ def test_features_are_those_the_matched_policies_use() -> None:
     ("namespaceObject == null ? [] : []", True), ("namespaceObject.metadata.labels.x == 'y' ? [] : []", True),
 ])
 def test_the_namespace_is_needed_by_rules_that_read_it(source: str, reads: bool) -> None:
-    from kinitiras_py.engine.evaluation.cel import compile_program
     from kinitiras_py.engine.matching import selection
 
     plain = policy("ClusterOverridePolicy", "plain")
-    ruled = dataclasses.replace(plain, rules=(dataclasses.replace(plain.rules[0], cel=compile_program(source)),))
+    ruled = dataclasses.replace(plain, rules=(dataclasses.replace(
+        plain.rules[0], overriders=(CelOverrider(compile_program(source)),)),))
     conditioned = dataclasses.replace(plain, conditions=compile_program(source.replace("[]", "true")))
     for made in (ruled, conditioned):
         assert bool(selection.policy_features(made) & selection.NAMESPACE) is reads
@@ -381,18 +395,18 @@ def test_the_namespace_is_needed_by_rules_that_read_it(source: str, reads: bool)
 def test_features_of_each_rule_family_are_read_from_its_own_fields() -> None:
     """Sidecars, injects and fanned-out operations are override rules' own: a validate rule is
     never asked for them, and an override rule's fanned-out program counts for the Namespace."""
-    from kinitiras_py.engine.evaluation.cel import compile_program
     from kinitiras_py.engine.matching import selection
 
     checked = policy("ClusterValidatePolicy", "checked")
-    scripted = dataclasses.replace(checked, rules=(dataclasses.replace(checked.rules[0], javascript=object()),))
+    scripted = dataclasses.replace(checked, rules=(with_part(checked.rules[0], JavascriptCheck(object())),))  # type: ignore[arg-type]
     assert selection.policy_features(checked) == 0
     assert selection.policy_features(scripted) == selection.JAVASCRIPT | selection.NAMESPACE
     plain = policy("ClusterOverridePolicy", "plain")
-    fanned = dataclasses.replace(plain, rules=(dataclasses.replace(
-        plain.rules[0], fanout={0: (compile_program("namespaceObject == null ? [] : []"), 1)}),))
+    selected = Selected(compile_program("namespaceObject == null ? [] : []"), 1)
+    ops = PlaintextOverrider([{"op": "add", "path": "/x", "select": "$"}], {0: selected})
+    fanned = dataclasses.replace(plain, rules=(dataclasses.replace(plain.rules[0], overriders=(ops,)),))
     assert selection.policy_features(fanned) == selection.NAMESPACE
-    sidecar = dataclasses.replace(plain, rules=(dataclasses.replace(plain.rules[0], sidecar=object()),))
+    sidecar = dataclasses.replace(plain, rules=(with_part(plain.rules[0], SidecarOverrider(object())),))  # type: ignore[arg-type]
     assert selection.policy_features(sidecar) == selection.SIDECARS | selection.NAMESPACE
 
 

@@ -15,8 +15,8 @@ from kinitiras_py.admission import sidecars as sidecar_templates
 from kinitiras_py.admission.pipeline import Pipeline, Request
 from kinitiras_py.base.errors import PolicyErrors
 from kinitiras_py.convert import kubemod
+from kinitiras_py.engine.checking import boundary
 from kinitiras_py.engine.matching.selection import PolicyIndex
-from kinitiras_py.engine.policies import boundary
 from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.engine.rules import sidecars
 from kinitiras_py.offline.static import StaticStore

@@ -1,6 +1,6 @@
 """What the compilers of a policy and of its rules share: the :class:`Checker` that gathers a
 policy's problems and warnings, CEL compilation with the checks every user expression gets, and
-the checks of credentials and scripts that override and validate rules both have."""
+the checks of references (boundary, credentials) that override and validate rules both have."""
 
 from __future__ import annotations
 
@@ -10,11 +10,8 @@ from typing import Any
 
 from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine.cue import compile_cue
-from kinitiras_py.engine.cue.tree import Unsupported
+from kinitiras_py.engine.checking import boundary, shapes
 from kinitiras_py.engine.evaluation import cel, celshapes
-from kinitiras_py.engine.policies import boundary, shapes
-from kinitiras_py.engine.rules import jsrules
 
 SECRET_FIELDS = ("password", "staticToken")
 """``http.auth`` fields that hold a secret and belong in a Secret (``secretRef``)."""
@@ -116,35 +113,6 @@ def user_cel(source: str, path: str, wanted: tuple[str, ...], what: str) -> cel.
     return program
 
 
-def cue_rule(checker: Checker, errors: list[PolicyError], text: object, kind: str, path: str,
-             pointer: str) -> cel.Program | None:
-    """A ``cue`` program compiled to CEL (``kind``: override or validate) and checked like any CEL,
-    its cost included; the CEL is written back at ``pointer``. None when absent or refused."""
-    if not text:
-        return None
-    if not isinstance(text, str):
-        errors.append(PolicyError(path, "must be a string holding a CUE program"))
-        return None
-    try:
-        source = compile_cue(text, kind)
-    except Unsupported as e:
-        errors.append(PolicyError(path, f"CUE outside the supported subset at {e}; see docs/cue.md for "
-                                        "what is supported, or write the rule in `cel`"))
-        return None
-    try:
-        program = cel.compile_program(source)
-    except CelCompileError as e:
-        # The compiled program is ours, not the user's: say what in the CUE text to change.
-        reason = f"the CEL compiled from it is refused: {e}"
-        if "recursion" in str(e):
-            reason = ("CUE nested too deeply to compile: its CEL would be nested deeper than CEL's parser accepts "
-                      "(32 levels); nest fewer calls and operators inside one another")
-        errors.append(PolicyError(path, reason))
-        return None
-    checker.rendered_fields.append((pointer, source))
-    return program
-
-
 def check_reference(checker: Checker, ref: JSON, path: str) -> None:
     """A value reference's checks beyond its model: what a namespaced policy may not read
     (refused), http references noted and inline credentials warned about (check_http_ref)."""
@@ -168,13 +136,3 @@ def check_http_ref(checker: Checker, ref: JSON, path: str) -> None:
         if str(header).lower() in ("authorization", "proxy-authorization"):
             checker.warn(f"{path}.http.header.{header}",
                          "a credential header is written inline in the policy; use auth with secretRef")
-
-
-def javascript(checker: Checker, errors: list[PolicyError], holder: Obj, function: str,
-                path: str) -> jsrules.JsProgram | None:
-    """The rule's ``javascript`` loaded for ``function``; None when absent or refused."""
-    if "javascript" not in holder:
-        return None
-    program: jsrules.JsProgram | None = checker.collect(errors, jsrules.compile_javascript, holder["javascript"],
-                                                        function, f"{path}.javascript", checker.ref)
-    return program

@@ -1,0 +1,46 @@
+"""The ``inject`` kind: a template of type ``inject`` (PodPreset's job), whose rendered CEL returns a
+plan that :mod:`..running.injection` combines with every other inject rule matching the pod."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kinitiras_py.base.errors import PolicyError
+from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.engine.checking.checker import Checker
+from kinitiras_py.engine.evaluation import cel
+from kinitiras_py.engine.kinds.base import Inputs, OverrideStep, patch_ops
+from kinitiras_py.engine.rendering import injecting
+
+
+@dataclass(frozen=True, slots=True)
+class InjectOverrider:
+    """An override rule's inject template: its program, ``onConflict`` and own marker."""
+
+    program: cel.Program
+    on_conflict: str
+    marker: tuple[str, str | None] | None = None
+    """The annotation's key and value (None: the policy's resourceVersion) when the template has its
+    own ``marker``; None for ours (:func:`..rendering.injecting.marker_key`)."""
+
+    def plan(self, inputs: Inputs) -> JSON:
+        """What the rendered CEL returns on ``inputs``: the plan :mod:`..running.injection` combines."""
+        return self.program.evaluate(inputs)
+
+    def step(self, run: OverrideStep) -> None:
+        """Run alone, as a rule's own step: a plan is not operations, so the rule fails saying so
+        (inject rules run combined, at the place of the first one)."""
+        run.apply(patch_ops(self.program.evaluate(run.inputs()), "the rendered template", True))
+
+
+def compile_override(checker: Checker, errors: list[PolicyError], rule: Obj, template: JSON, path: str,
+                     program: cel.Program | None) -> InjectOverrider | None:
+    """The inject ``template`` of ``rule`` (overriders at ``path``) with its rendered ``program``;
+    None when ``template`` is not an inject template (or its program was refused)."""
+    on_conflict = injecting.on_conflict(template)
+    if on_conflict is None:
+        return None
+    errors += injecting.rule_problems(rule, path)
+    assert isinstance(template, dict)  # on_conflict says so
+    marker = checker.collect(errors, injecting.own_marker, template, f"{path}.template")
+    return None if program is None else InjectOverrider(program, on_conflict, marker)

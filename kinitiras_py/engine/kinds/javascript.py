@@ -1,0 +1,66 @@
+"""The ``javascript`` kind: a js-admissions-controller script (:mod:`..rules.jsrules`), whose
+``jsa_mutate`` runs after ``cel`` and before ``plaintext``, and whose ``jsa_validate`` runs after
+``cel``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kinitiras_py.base.errors import PolicyError
+from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.checking.checker import Checker
+from kinitiras_py.engine.evaluation.celbindings import Bindings
+from kinitiras_py.engine.kinds.base import Inputs, OverrideStep
+from kinitiras_py.engine.rules import jsrules
+
+
+@dataclass(frozen=True, slots=True)
+class JavascriptOverrider:
+    """An override rule's ``javascript``: ``jsa_mutate``, and its marker annotation when set."""
+
+    program: jsrules.JsProgram
+
+    def step(self, run: OverrideStep) -> None:
+        """Apply what ``jsa_mutate`` returned; mark the object when the script has a marker."""
+        ops = jsrules.mutate_ops(self.program, run.draft.doc, run.variables)
+        run.apply(ops or [])
+        if ops is not None and self.program.marker is not None:
+            run.apply((run.marks or jsrules.Marks()).ops(self.program.marker, run.draft.doc))
+
+
+@dataclass(frozen=True, slots=True)
+class JavascriptCheck:
+    """A validate rule's ``javascript``: ``jsa_validate``."""
+
+    program: jsrules.JsProgram
+
+    def step(self, variables: Inputs, fallback: str) -> str | None:
+        """Why ``jsa_validate`` refuses the object, if it does (the script's own reason, never ``fallback``)."""
+        given = variables.variables if isinstance(variables, Bindings) else variables
+        obj = given.get("object")
+        valid, reason = jsrules.validate_result(self.program, obj if isinstance(obj, dict) else {}, given)
+        return None if valid else reason
+
+
+def _load(checker: Checker, errors: list[PolicyError], holder: Obj, function: str,
+               path: str) -> jsrules.JsProgram | None:
+    """The rule's ``javascript`` loaded for ``function``; None when absent or refused."""
+    if "javascript" not in holder:
+        return None
+    program: jsrules.JsProgram | None = checker.collect(errors, jsrules.compile_javascript, holder["javascript"],
+                                                        function, f"{path}.javascript", checker.ref)
+    return program
+
+
+def compile_override(checker: Checker, errors: list[PolicyError], overriders: Obj,
+                     path: str) -> JavascriptOverrider | None:
+    """The ``javascript`` of the ``overriders`` at ``path`` loaded for ``jsa_mutate``; None when absent or refused."""
+    program = _load(checker, errors, overriders, jsrules.MUTATE, path)
+    return None if program is None else JavascriptOverrider(program)
+
+
+def compile_check(checker: Checker, errors: list[PolicyError], rule: Obj, path: str) -> JavascriptCheck | None:
+    """The ``javascript`` of the validate ``rule`` at ``path`` loaded for ``jsa_validate``; None when absent
+    or refused."""
+    program = _load(checker, errors, rule, jsrules.VALIDATE, path)
+    return None if program is None else JavascriptCheck(program)
