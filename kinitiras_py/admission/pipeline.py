@@ -15,10 +15,7 @@ from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.evaluation.cel import Program, runs_long
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.matching import (
-    conditions,
-    selection,  # FIXSPLIT conditions, jsrules, overriding, , validating
-)
+from kinitiras_py.engine.matching import conditions, selection
 from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.policies.compiled import (
     CompiledOverrideRule,

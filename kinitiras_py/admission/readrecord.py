@@ -32,7 +32,7 @@ from kinitiras_py.admission import mutationmemo
 from kinitiras_py.base.ids import PolicyId, RuleId
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine.evaluation.cel import Program
-from kinitiras_py.engine.matching import selection  # FIXSPLIT
+from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.policies.compiled import OverrideMatch
 
 KNOWN_FEATURES = (selection.CONDITIONS | selection.SIDECARS | selection.JAVASCRIPT | selection.INJECTS

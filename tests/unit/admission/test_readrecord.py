@@ -11,7 +11,7 @@ from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission.readrecord import KNOWN_FEATURES, ReadRecord
 from kinitiras_py.base.ids import RuleId
 from kinitiras_py.engine.evaluation.cel import compile_program
-from kinitiras_py.engine.matching import selection  # FIXSPLIT
+from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.policies.compiled import OverrideMatch
 from kinitiras_py.engine.policies.compiling import compile_policy
 
