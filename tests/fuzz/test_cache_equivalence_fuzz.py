@@ -243,7 +243,7 @@ def test_an_input_the_record_cannot_describe_turns_every_cache_off(rules: list[d
         on = [unnamed(answer(handlers, body(uid, request(pod))), uid) for uid in ("u-1", "u-2", "u-3")]
     assert on == [off, off, off]
     assert records and all(r.undescribed and not r.alone and not r.cacheable for r in records)
-    assert all(r.conversions.kept == 0 for r in records)  # no conversion kept across a rule's change
+    assert all(r.conversions.kept_count == 0 for r in records)  # no conversion kept across a rule's change
     # Three equal requests, none answered from a memory (the memory of mutations still keeps which
     # rules a request matches: that depends on the request and the index alone).
     assert (engine.answers.hits, engine.mutations.hits, engine.cel_results.hits) == (0, 0, 0)

@@ -12,10 +12,8 @@ from typing import Any
 
 from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.evaluation import bounds, celenv, celmemo, celreads, costmodel
-from kinitiras_py.engine.evaluation.conversionrecord import ConversionRecord
+from kinitiras_py.engine.evaluation.conversionrecord import UNMADE, ConversionRecord, Projection
 from kinitiras_py.engine.evaluation.costmodel import Path
-
-_UNSET = object()
 
 
 class Bindings:
@@ -39,7 +37,7 @@ class Bindings:
         self._variables = variables
         self._record = ConversionRecord() if record is None else record
         # Keyed by id(): reads are interned (compile_program) and long tuples hash slowly.
-        self._activations: dict[int, list[Any]] = {}  # see _entry
+        self._activations: dict[int, Projection] = {}
         self._sizes: dict[str, int] = {name: size for name, (value, size) in (measured or {}).items()
                                        if variables.get(name) is value}
         self._estimated: dict[str, list[tuple[str, ...]]] = {name: [] for name in self._sizes}
@@ -83,9 +81,9 @@ class Bindings:
     def key(self, reads: celreads.Reads | None = None) -> bytes | None:
         """The parts ``reads`` of the variables as :mod:`.celmemo` keys them (None: not kept)."""
         entry = self._entry(reads)
-        if entry[3] is _UNSET:
-            entry[3] = celmemo.key(entry[1])
-        key: bytes | None = entry[3]
+        if entry.key is UNMADE:
+            entry.key = celmemo.key(entry.data)
+        key: bytes | None = entry.key
         return key
 
     def activation(self, reads: celreads.Reads | None = None) -> Any:
@@ -93,31 +91,27 @@ class Bindings:
         first use: a value that cannot be converted raises then, inside the evaluation, as it
         would without bindings."""
         entry = self._entry(reads)
-        if entry[4] is None:
-            entry[4] = celenv.env().Activation(data=celenv.prepare(entry[1]))
-        return entry[4]
+        if entry.activation is None:
+            entry.activation = celenv.env().Activation(data=celenv.prepare(entry.data))
+        return entry.activation
 
-    def _entry(self, reads: celreads.Reads | None) -> list[Any]:
-        """[reads, the parts read, their :class:`.conversionrecord.Projection`, key, activation]."""
+    def _entry(self, reads: celreads.Reads | None) -> Projection:
+        """The conversion of the parts ``reads`` of the variables, noted in the record when made."""
         entry = self._activations.get(id(reads))
-        if entry is None or entry[0] is not reads:
+        if entry is None or entry.reads is not reads:
             data, taken = celenv.projected(self._variables, reads)
-            entry = self._activations[id(reads)] = [reads, data, self._record.projected(reads, taken), _UNSET, None]
+            entry = self._activations[id(reads)] = self._record.projected(reads, data, taken)
         return entry
 
     def changed(self, name: str, value: JSON, paths: list[tuple[str, ...]]) -> Bindings:
         """These bindings with the variable ``name`` now ``value``, which differs from the old
         one at most at ``paths`` (JSON pointer tokens; see :class:`.patchlog.Draft`): the
-        conversions the record keeps across that change (:meth:`.ConversionRecord.keeps`) are kept."""
+        conversions the record keeps across that change (:meth:`.ConversionRecord.kept`) are kept."""
         record = self._record
         new = Bindings({**self._variables, name: value}, record=record)
         new._sizes = dict(self._sizes)
         new._estimated = {key: list(changes) for key, changes in self._estimated.items()}
         if name in self._sizes:
             new._estimated.setdefault(name, []).extend(paths)
-        if record.change(name, paths):
-            keeps = record.keeps
-            for key, entry in self._activations.items():
-                if keeps(entry[2], name, paths):
-                    new._activations[key] = entry
+        new._activations = record.kept(name, paths, self._activations)
         return new

@@ -66,11 +66,11 @@ def test_what_the_record_cannot_describe_turns_caching_off() -> None:
 def test_the_conversions_are_the_records_own_part_and_share_what_it_cannot_describe() -> None:
     record = ReadRecord(1, 0)
     assert record.conversions.undescribed is record.undescribed
-    assert record.conversions.change("object", [("spec", "selector", "zone-w1")])
+    projection = record.conversions.projected(None, {}, {})  # holds no variable: no change reaches it
+    assert record.conversions.kept("object", [("spec", "selector", "zone-w1")], {0: projection}) == {0: projection}
     assert record.cacheable and record.key(b"fp", MATCHES) is not None
-    assert not record.conversions.change("object", [])  # a change at no path: not described
+    assert record.conversions.kept("object", [], {0: projection}) == {}  # a change at no path: not described
     assert not record.cacheable and not record.alone and record.key(b"fp", MATCHES) is None
     unknown = ReadRecord(1, KNOWN_FEATURES + 1)  # nothing kept across a change while an input is undescribed
-    kept = unknown.conversions.projected(None, {})
-    assert unknown.conversions.change("object", [("metadata",)]) and not unknown.conversions.keeps(
-        kept, "object", [("metadata",)])
+    held = {0: unknown.conversions.projected(None, {}, {})}
+    assert unknown.conversions.kept("object", [("metadata",)], held) == {}

@@ -105,5 +105,5 @@ def test_a_change_the_read_record_cannot_describe_keeps_no_conversion_and_nothin
         patch = orjson.loads(base64.b64decode(response["patch"]))
         assert {"op": "add", "path": "/metadata/annotations/c", "value": "eu"} in patch
     # Each request's record noted the change it could not describe and kept nothing across it.
-    assert len(made) == 2 and all(r.undescribed and r.changes and r.kept == 0 for r in made)
+    assert len(made) == 2 and all(r.undescribed and r.changes and r.kept_count == 0 for r in made)
     assert (engine.answers.hits, engine.mutations.hits, len(engine.answers)) == (0, 0, 0)

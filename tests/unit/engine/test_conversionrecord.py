@@ -7,7 +7,7 @@ from typing import Any
 
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.evaluation.conversionrecord import ConversionRecord, Projection
+from kinitiras_py.engine.evaluation.conversionrecord import ConversionRecord
 
 ZONE = cel.compile_program('object.spec.selector[?("zone-" + object.metadata.name)].orValue("none")')
 LABELS = cel.compile_program('object.metadata.labels[?"app"].orValue("-")')
@@ -20,13 +20,12 @@ def test_the_record_holds_what_each_conversion_projected_and_what_each_rule_chan
     record = ConversionRecord()
     bound = Bindings({"object": WIDGET}, record=record)
     assert (ZONE.evaluate(bound), LABELS.evaluate(bound)) == ("none", "web")
-    assert sorted(p.reads for p in record.projections.values()) == sorted([ZONE.reads, LABELS.reads])
-    zone = next(p for p in record.projections.values() if p.reads is ZONE.reads)
+    assert [reads for reads, _ in record.projections] == [ZONE.reads, LABELS.reads]
     # An empty map read through a computed key depends on every key added to it.
-    assert (("spec", "selector"), True) in zone.taken["object"]
+    assert (("spec", "selector"), True) in record.projections[0][1]["object"]
     later = bound.changed("object", ZONED, TO_ZONE)
     assert record.changes == [("object", tuple(TO_ZONE))]
-    assert record.kept == 1  # the labels' conversion, which the change cannot reach
+    assert record.kept_count == 1  # the labels' conversion, which the change cannot reach
     assert later.activation(LABELS.reads) is bound.activation(LABELS.reads)
     assert later.activation(ZONE.reads) is not bound.activation(ZONE.reads)
     assert (ZONE.evaluate(later), LABELS.evaluate(later)) == ("eu", "web")  # never a stale copy
@@ -41,7 +40,7 @@ def test_bindings_share_the_record_they_were_given_across_changes() -> None:
     relabelled["metadata"]["labels"]["app"] = "db"
     later = bound.changed("object", ZONED, TO_ZONE).changed("object", relabelled, [("metadata", "labels", "app")])
     assert LABELS.evaluate(later) == "db"
-    assert [name for name, _ in record.changes] == ["object", "object"] and record.kept == 1
+    assert [name for name, _ in record.changes] == ["object", "object"] and record.kept_count == 1
 
 
 def test_while_an_input_is_undescribed_no_conversion_is_kept() -> None:
@@ -51,7 +50,7 @@ def test_while_an_input_is_undescribed_no_conversion_is_kept() -> None:
     LABELS.evaluate(bound)
     later = bound.changed("object", ZONED, TO_ZONE)
     assert later.activation(LABELS.reads) is not bound.activation(LABELS.reads)
-    assert record.kept == 0 and LABELS.evaluate(later) == "web"
+    assert record.kept_count == 0 and LABELS.evaluate(later) == "web"
     assert record.changes == [("object", tuple(TO_ZONE))]  # still recorded
 
 
@@ -62,17 +61,17 @@ def test_a_change_the_record_cannot_describe_keeps_nothing_and_is_noted() -> Non
         LABELS.evaluate(bound)
         later = bound.changed(name, copy.deepcopy(ZONED), paths)
         assert later.activation(LABELS.reads) is not bound.activation(LABELS.reads)
-        assert record.kept == 0 and record.undescribed == [f"a change of {name!r} at {len(paths)} paths"]
+        assert record.kept_count == 0 and record.undescribed == [f"a change of {name!r} at {len(paths)} paths"]
 
 
 def test_a_conversion_the_record_did_not_make_is_not_kept() -> None:
     record = ConversionRecord()
-    assert record.change("object", TO_ZONE)
-    made = record.projected(LABELS.reads, {"object": ((("metadata", "labels"), True),)})
-    foreign = Projection(LABELS.reads, {"object": ((("metadata", "labels"), True),)})
-    assert record.keeps(made, "object", TO_ZONE)
-    assert not record.keeps(foreign, "object", TO_ZONE)
-    assert not record.keeps(made, "object", [("metadata", "labels", "app")])
+    taken = {"object": ((("metadata", "labels"), True),)}
+    made = record.projected(LABELS.reads, {}, taken)
+    foreign = ConversionRecord().projected(LABELS.reads, {}, taken)
+    assert record.kept("object", TO_ZONE, {"made": made, "foreign": foreign}) == {"made": made}
+    assert record.kept("object", [("metadata", "labels", "app")], {"made": made}) == {}
+    assert record.projections == [(LABELS.reads, taken)] and record.kept_count == 1
 
 
 def test_a_program_that_may_read_anything_is_never_kept_across_a_change() -> None:
@@ -80,4 +79,4 @@ def test_a_program_that_may_read_anything_is_never_kept_across_a_change() -> Non
     bound = Bindings({"object": WIDGET}, record=record)
     everything = bound.activation(None)  # reads None: every variable, whole
     later = bound.changed("object", ZONED, [("metadata", "annotations", "x")])
-    assert later.activation(None) is not everything and record.kept == 0
+    assert later.activation(None) is not everything and record.kept_count == 0
