@@ -5,13 +5,16 @@ CEL rules that read the node selector and the labels through optional and comput
 over maps, map results and conditions that change nothing; plaintext rules adding and removing
 selector keys, labels and fields in random sequences; label and annotation templates; and
 ClusterValidatePolicies auditing, warning about or denying what they read. Random Pods (the
-node selector empty now and then: the stale-copy shape of issue 21 is an explicit example).
+node selector empty now and then). Explicit examples: the stale-copy shape of issue 21 (the
+first reader writing what it read, and changing nothing), and loops over maps of 12 and 10 keys
+(cel-cpp's own iteration order varies from 8 keys on; the order is the sorted keys').
 
 Each review is answered through the webhook's handlers with every cache on (the CEL result
-cache, the conversions kept across rules, the memory of mutations, the remembered answers):
-first evaluated, then from the remembered answers, then from the memory of mutations; and with
-every cache off. The mutated object is then validated twice with the caches on and once off.
-Invariant: the same bytes (allowed, patch, warnings, audit annotations) but for the uid.
+cache, the conversions kept across rules as the read record decides, the memory of mutations,
+the remembered answers): first evaluated, then from the remembered answers, then from the
+memory of mutations; and with every cache off (a change of the object keeps no conversion,
+without asking the record). The mutated object is then validated twice with the caches on and
+once off. Invariant: the same bytes (allowed, patch, warnings, audit annotations) but for the uid.
 
 The profile (``ci`` or ``long``) comes from tests/fuzz/conftest.py.
 """
