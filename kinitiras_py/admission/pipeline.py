@@ -15,10 +15,8 @@ from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation import celmemo
 from kinitiras_py.engine.evaluation.cel import Program, runs_long
 from kinitiras_py.engine.evaluation.celbindings import Bindings
-from kinitiras_py.engine.matching import (
-    conditions,
-    selection,  # FIXSPLIT conditions, jsrules, overriding, , validating
-)
+from kinitiras_py.engine.evaluation.conversionrecord import ConversionRecord
+from kinitiras_py.engine.matching import conditions, selection
 from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.policies.compiled import (
     CompiledOverrideRule,
@@ -252,12 +250,12 @@ class Pipeline:
                 return recalled
         if record.cacheable:
             mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
-                                             request, received, until)
+                                             request, received, until, record.conversions)
         else:
             with celmemo.using(None):  # fail closed: an input the record cannot describe
                 mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
-                                                 request, received, until)
-        if memo is not None:
+                                                 request, received, until, record.conversions)
+        if memo is not None and record.cacheable:  # the rules met nothing the record cannot describe
             self.mutations.remember(memo, mutation)
         if record.alone and mutation.complete:
             mutation.stamp = generation
@@ -267,8 +265,9 @@ class Pipeline:
     async def _run_rules(matches: list[OverrideMatch], obj: Obj, variables: dict[str, Any],
                          params: dict[RuleId, dict[str, JSON]], errors: dict[RuleId, str],
                          programs: dict[RuleId, Program], features: int, request: Request,
-                         received: bool, until: float) -> Mutation:
-        """The matched override rules applied to ``obj``, off the event loop when they may run long."""
+                         received: bool, until: float, conversions: ConversionRecord) -> Mutation:
+        """The matched override rules applied to ``obj``, off the event loop when they may run long;
+        ``conversions`` (the read record's) decides which conversions a rule's change keeps."""
         every = [p for _, rule in matches for p in (rule.rendered, rule.cue, rule.cel)]
         every += programs.values()
         size = request.size if received else None
@@ -276,15 +275,17 @@ class Pipeline:
             if runs_long(every, obj, size):
                 # Off the event loop: it serves probes and keeps the deadline whenever our functions run.
                 return await asyncio.to_thread(overriding.mutate, matches, obj, variables, params, errors, programs,
-                                               features, request.measured)
-            return overriding.mutate(matches, obj, variables, params, errors, programs, features, request.measured)
+                                               features, request.measured, conversions)
+            return overriding.mutate(matches, obj, variables, params, errors, programs, features, request.measured,
+                                     conversions)
         with jsrules.request_deadline(until - time.monotonic()):  # JavaScript rules share what is left
             if any(rule.javascript for _, rule in matches) or runs_long(every, obj, size):
                 # Off the event loop: it serves probes and keeps the deadline whenever our functions or
                 # scripts run.
                 return await asyncio.to_thread(overriding.mutate, matches, obj, variables, params, errors, programs,
-                                               features, request.measured)
-            return overriding.mutate(matches, obj, variables, params, errors, programs, features, request.measured)
+                                               features, request.measured, conversions)
+            return overriding.mutate(matches, obj, variables, params, errors, programs, features, request.measured,
+                                     conversions)
 
     async def validate(self, request: Request, obj: Obj | None = None) -> Verdict:
         """Apply the validate policies to ``obj`` (default: the request's object)."""

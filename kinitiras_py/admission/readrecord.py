@@ -10,17 +10,24 @@ the clock, randomness and its watch state). Everything the caches decide is deri
   fields), so a remembered mutation is recalled only for equal inputs;
 * whether the answer depends on the request and the index alone (:attr:`ReadRecord.alone`), which
   makes it eligible for the remembered answers (:attr:`.Mutation.stamp`);
-* whether the CEL result cache may serve the tier's rules (:attr:`ReadRecord.cacheable`).
+* whether the CEL result cache may serve the tier's rules (:attr:`ReadRecord.cacheable`);
+* which conversions of the variables for CEL are kept across the rules of the request
+  (:attr:`ReadRecord.conversions`, the engine's part of the record: a
+  :class:`~..engine.evaluation.conversionrecord.ConversionRecord`). The engine notes there what
+  each conversion projected (a program's reads and where the projection depends on each variable)
+  and what each rule changed (the patch log's paths), and keeps a conversion across a change only
+  when the record says the change cannot reach it.
 
 CEL itself reads nothing outside its variables (no clock, no randomness: the library has no such
-function), and the CEL result cache keys each result by the parts of the variables it read. The
-conversions kept across the rules of one request (:mod:`..engine.evaluation.celbindings`) hold
-the variables the record describes, which stay the same for the request, and the object, whose
-changes they follow themselves.
+function), and the CEL result cache keys each result by the parts of the variables it read (the
+projections the record keeps). The variables the record describes stay the same for the request;
+the object is the one the rules change, and its changes are recorded.
 
 Fail closed: an input the record cannot describe (a feature of the matched policies it does not
-know, a value without exact JSON) is noted in :attr:`ReadRecord.undescribed`, and the request is
-then neither remembered nor answered from memory, and its rules get no cached CEL result.
+know, a value without exact JSON, a change of a variable other than the object or at no path) is
+noted in :attr:`ReadRecord.undescribed`, and the request is then neither remembered nor answered
+from memory, its rules get no cached CEL result and no conversion is kept across a change (one
+noted while the rules run stops the keeping from then on, and the mutation is not remembered).
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from kinitiras_py.admission import mutationmemo
 from kinitiras_py.base.ids import PolicyId, RuleId
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine.evaluation.cel import Program
-from kinitiras_py.engine.matching import selection  # FIXSPLIT
+from kinitiras_py.engine.evaluation.conversionrecord import ConversionRecord
+from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.policies.compiled import OverrideMatch
 
 KNOWN_FEATURES = (selection.CONDITIONS | selection.SIDECARS | selection.JAVASCRIPT | selection.INJECTS
@@ -63,8 +71,13 @@ class ReadRecord:
     watch state)."""
     undescribed: list[str] = field(default_factory=list)
     """Inputs the record cannot describe: caching is off for the request."""
+    conversions: ConversionRecord = field(init=False, repr=False)
+    """The engine's part, filled while the rules run: what each conversion kept across them
+    projected and what each rule changed. It shares :attr:`undescribed` (nothing is kept across a
+    change while an input is undescribed; a change it cannot describe is noted there)."""
 
     def __post_init__(self) -> None:
+        self.conversions = ConversionRecord(self.undescribed)
         unknown = self.features & ~KNOWN_FEATURES
         if unknown:
             self.undescribed.append(f"policy features {unknown:#x}")

@@ -5,13 +5,16 @@ CEL rules that read the node selector and the labels through optional and comput
 over maps, map results and conditions that change nothing; plaintext rules adding and removing
 selector keys, labels and fields in random sequences; label and annotation templates; and
 ClusterValidatePolicies auditing, warning about or denying what they read. Random Pods (the
-node selector empty now and then: the stale-copy shape of issue 21 is an explicit example).
+node selector empty now and then). Explicit examples: the stale-copy shape of issue 21 (the
+first reader writing what it read, and changing nothing), and loops over maps of 12 and 10 keys
+(cel-cpp's own iteration order varies from 8 keys on; the order is the sorted keys').
 
 Each review is answered through the webhook's handlers with every cache on (the CEL result
-cache, the conversions kept across rules, the memory of mutations, the remembered answers):
-first evaluated, then from the remembered answers, then from the memory of mutations; and with
-every cache off. The mutated object is then validated twice with the caches on and once off.
-Invariant: the same bytes (allowed, patch, warnings, audit annotations) but for the uid.
+cache, the conversions kept across rules as the read record decides, the memory of mutations,
+the remembered answers): first evaluated, then from the remembered answers, then from the
+memory of mutations; and with every cache off (a change of the object keeps no conversion,
+without asking the record). The mutated object is then validated twice with the caches on and
+once off. Invariant: the same bytes (allowed, patch, warnings, audit annotations) but for the uid.
 
 The profile (``ci`` or ``long``) comes from tests/fuzz/conftest.py.
 """
@@ -32,7 +35,7 @@ from kinitiras_py.admission import answers, pipeline, readrecord
 from kinitiras_py.admission.engine import Engine
 from kinitiras_py.admission.readrecord import ReadRecord
 from kinitiras_py.base.bounded import Cache
-from kinitiras_py.engine.evaluation import celreads
+from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.offline.static import StaticStore
 from kinitiras_py.webhook.handlers import Handlers
@@ -65,6 +68,12 @@ def writes(n: int, annotation: str) -> dict[str, Any]:
     return {"overriders": {"cel": f'[{{"op": "add", "path": "/metadata/annotations/{annotation}", "value": {value}}}]'}}
 
 
+def only_reads(n: int) -> dict[str, Any]:
+    """A rule whose CEL reads ``READS[n]`` (a string) and changes nothing while that is "none"."""
+    return {"overriders": {"cel": f'({READS[n]}) == "none" ? [] : '
+                                  '[{"op": "add", "path": "/metadata/annotations/seen", "value": "yes"}]'}}
+
+
 OPS = st.one_of(  # what a plaintext rule does
     st.builds(lambda w, v: {"op": "add", "path": f"/spec/nodeSelector/zone-{w}", "value": v},
               st.sampled_from(WORDS), st.sampled_from(WORDS)),
@@ -77,17 +86,16 @@ OPS = st.one_of(  # what a plaintext rule does
 )
 OVERRIDERS = st.one_of(
     st.builds(lambda n: writes(n, f"r{n}")["overriders"], st.integers(0, len(READS) - 1)),
-    st.builds(lambda n: {"cel": f'({READS[n]}) == "none" ? [] : '  # changes nothing while it reads "none"
-                                '[{"op": "add", "path": "/metadata/annotations/seen", "value": "yes"}]'},
-              st.integers(0, STRINGS - 1)),
+    st.builds(lambda n: only_reads(n)["overriders"], st.integers(0, STRINGS - 1)),
     st.builds(lambda ops: {"plaintext": ops}, st.lists(OPS, min_size=1, max_size=3)),
     st.builds(lambda kind, k, v: {"template": {"type": kind, "operation": "add", "path": k, "value": {"string": v}}},
               st.sampled_from(["labels", "annotations"]), st.sampled_from(WORDS[:-1]), st.sampled_from(WORDS[:-1])),
 )
 RULE = st.fixed_dictionaries({"overriders": OVERRIDERS}, optional={"failurePolicy": st.sampled_from(["Ignore"])})
-STALE = st.builds(  # issue 21's shape: a read, a change, the same read again
-    lambda n, ops: [writes(n, f"r{n}"), {"overriders": {"plaintext": ops}}, writes(n, f"s{n}")],
-    st.integers(0, len(READS) - 1), st.lists(OPS, min_size=1, max_size=2))
+STALE = st.builds(  # issue 21's shape: a read (that writes what it read or changes nothing), a change, the same read
+    lambda n, first, ops: [writes(n, f"r{n}") if first or n >= STRINGS else only_reads(n),
+                           {"overriders": {"plaintext": ops}}, writes(n, f"s{n}")],
+    st.integers(0, len(READS) - 1), st.booleans(), st.lists(OPS, min_size=1, max_size=2))
 RULES = st.lists(st.one_of(RULE.map(lambda rule: [rule]), STALE), min_size=1, max_size=4).map(
     lambda blocks: [rule for block in blocks for rule in block])
 """Rules in the order they run: single ones and stale-copy shapes, mixed."""
@@ -113,6 +121,16 @@ STALE_COPY = ([writes(0, "r0"),
                                                                "annotations": {}},
                "spec": {"nodeSelector": {}, "containers": [{"name": "c", "image": "i"}]}})
 """Issue 21's shape: a reader through a computed key, a writer of that key, the same reader."""
+STALE_COPY_READER_CHANGES_NOTHING = ([only_reads(0), *STALE_COPY[0][1:]], *STALE_COPY[1:])
+"""The same, the first reader changing nothing (it reads "none")."""
+MAP_ORDER = ([writes(6, "r6"), writes(7, "r7"), writes(9, "r9")],
+             [{"cel": "object.metadata.labels.all(k, k != object.metadata.name)", "message": "checked",
+               "validationActions": ["Warn"]}],
+             {**STALE_COPY[2], "metadata": {"name": "w1", "namespace": "team-a", "annotations": {},
+                                            "labels": {key: "x" for key in KEYS[:12]}},
+              "spec": {"nodeSelector": {f"zone-{key}": "x" for key in KEYS[:10]},
+                       "containers": [{"name": "c", "image": "i"}]}})
+"""Loops over maps of 12 and 10 keys (cel-cpp's own order varies from 8 keys on)."""
 
 
 def handlers_for(rules: list[dict[str, Any]], checks: list[dict[str, Any]]) -> Handlers:
@@ -136,16 +154,20 @@ def caches(engine: Engine) -> list[Cache[Any, Any]]:
 @contextlib.contextmanager
 def caches_off(engine: Engine) -> Iterator[None]:
     """Every cache of ``engine`` off, the conversions kept across rules included (not a fixture:
-    hypothesis runs many examples)."""
-    real = celreads.touches
-    celreads.touches = lambda taken, changed: True  # every change may change every conversion
+    hypothesis runs many examples). A change keeps no conversion, whatever the read record says."""
+    real = Bindings.changed
+
+    def afresh(self: Bindings, name: str, value: Any, paths: list[tuple[str, ...]]) -> Bindings:
+        return Bindings({**self.variables, name: value})
+
+    Bindings.changed = afresh  # type: ignore[method-assign]
     sizes = [cache.max_bytes for cache in caches(engine)]
     for cache in caches(engine):
         cache.configure(0)
     try:
         yield
     finally:
-        celreads.touches = real
+        Bindings.changed = real  # type: ignore[method-assign]
         for cache, size in zip(caches(engine), sizes, strict=True):
             cache.configure(size)
 
@@ -186,6 +208,8 @@ def recorded(unknown_feature: bool = False) -> Iterator[list[ReadRecord]]:
 
 @given(rules=RULES, checks=st.lists(CHECKS, max_size=2), pod=PODS)
 @example(*STALE_COPY)
+@example(*STALE_COPY_READER_CHANGES_NOTHING)
+@example(*MAP_ORDER)
 def test_every_cache_on_gives_the_answer_every_cache_off_gives(rules: list[dict[str, Any]],
                                                               checks: list[dict[str, Any]],
                                                               pod: dict[str, Any]) -> None:
@@ -222,6 +246,7 @@ def test_an_input_the_record_cannot_describe_turns_every_cache_off(rules: list[d
         on = [unnamed(answer(handlers, body(uid, request(pod))), uid) for uid in ("u-1", "u-2", "u-3")]
     assert on == [off, off, off]
     assert records and all(r.undescribed and not r.alone and not r.cacheable for r in records)
+    assert all(r.conversions.kept_count == 0 for r in records)  # no conversion kept across a rule's change
     # Three equal requests, none answered from a memory (the memory of mutations still keeps which
     # rules a request matches: that depends on the request and the index alone).
     assert (engine.answers.hits, engine.mutations.hits, engine.cel_results.hits) == (0, 0, 0)

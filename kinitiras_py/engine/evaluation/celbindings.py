@@ -1,7 +1,8 @@
 """Variables converted for CEL once per request, kept across the changes rules make.
 
 Only the request path uses this (:mod:`.cel` evaluates programs against it); see
-:class:`Bindings`.
+:class:`Bindings`. Which conversions a change keeps is decided by the request's record of them
+(:mod:`.conversionrecord`), part of its read record.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from typing import Any
 
 from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.evaluation import bounds, celenv, celmemo, celreads, costmodel
+from kinitiras_py.engine.evaluation.conversionrecord import UNMADE, ConversionRecord, Projection
 from kinitiras_py.engine.evaluation.costmodel import Path
-
-_UNSET = object()
 
 
 class Bindings:
@@ -21,19 +21,23 @@ class Bindings:
 
     cel-expr-python converts a variable on the first evaluation that reads it (about 95 µs for
     a 9.5 KB Pod). Programs evaluated against the same bindings pay it once for each set of
-    parts they read (:mod:`.celreads`), and :meth:`changed` keeps the conversions a change did
-    not touch. The values must not change while the bindings are in use.
+    parts they read (:mod:`.celreads`), and :meth:`changed` keeps the conversions that the
+    record of conversions says a change did not touch. The values must not change while the
+    bindings are in use.
     """
 
-    __slots__ = ("_activations", "_estimated", "_longest", "_sizes", "_variables")
+    __slots__ = ("_activations", "_estimated", "_longest", "_record", "_sizes", "_variables")
 
-    def __init__(self, variables: Mapping[str, JSON], measured: Mapping[str, tuple[JSON, int]] | None = None
-                 ) -> None:
+    def __init__(self, variables: Mapping[str, JSON], measured: Mapping[str, tuple[JSON, int]] | None = None,
+                 record: ConversionRecord | None = None) -> None:
         """``measured``, when given: by variable name, a value and at most how many bytes it
-        serializes to; taken for the variables that are that very value."""
+        serializes to; taken for the variables that are that very value. ``record``: where the
+        conversions and changes are noted and reuse is decided (the request's, from its read
+        record; one of these bindings' own when None)."""
         self._variables = variables
+        self._record = ConversionRecord() if record is None else record
         # Keyed by id(): reads are interned (compile_program) and long tuples hash slowly.
-        self._activations: dict[int, list[Any]] = {}  # see _entry
+        self._activations: dict[int, Projection] = {}
         self._sizes: dict[str, int] = {name: size for name, (value, size) in (measured or {}).items()
                                        if variables.get(name) is value}
         self._estimated: dict[str, list[tuple[str, ...]]] = {name: [] for name in self._sizes}
@@ -77,9 +81,9 @@ class Bindings:
     def key(self, reads: celreads.Reads | None = None) -> bytes | None:
         """The parts ``reads`` of the variables as :mod:`.celmemo` keys them (None: not kept)."""
         entry = self._entry(reads)
-        if entry[3] is _UNSET:
-            entry[3] = celmemo.key(entry[1])
-        key: bytes | None = entry[3]
+        if entry.key is UNMADE:
+            entry.key = celmemo.key(entry.data)
+        key: bytes | None = entry.key
         return key
 
     def activation(self, reads: celreads.Reads | None = None) -> Any:
@@ -87,29 +91,27 @@ class Bindings:
         first use: a value that cannot be converted raises then, inside the evaluation, as it
         would without bindings."""
         entry = self._entry(reads)
-        if entry[4] is None:
-            entry[4] = celenv.env().Activation(data=celenv.prepare(entry[1]))
-        return entry[4]
+        if entry.activation is None:
+            entry.activation = celenv.env().Activation(data=celenv.prepare(entry.data))
+        return entry.activation
 
-    def _entry(self, reads: celreads.Reads | None) -> list[Any]:
-        """[reads, the parts read, where they depend on the variables, key, activation]."""
+    def _entry(self, reads: celreads.Reads | None) -> Projection:
+        """The conversion of the parts ``reads`` of the variables, noted in the record when made."""
         entry = self._activations.get(id(reads))
-        if entry is None or entry[0] is not reads:
+        if entry is None or entry.reads is not reads:
             data, taken = celenv.projected(self._variables, reads)
-            entry = self._activations[id(reads)] = [reads, data, taken, _UNSET, None]
+            entry = self._activations[id(reads)] = self._record.projected(reads, data, taken)
         return entry
 
     def changed(self, name: str, value: JSON, paths: list[tuple[str, ...]]) -> Bindings:
         """These bindings with the variable ``name`` now ``value``, which differs from the old
         one at most at ``paths`` (JSON pointer tokens; see :class:`.patchlog.Draft`): the
-        conversions of parts no path lies on, above or below are kept."""
-        new = Bindings({**self._variables, name: value})
+        conversions the record keeps across that change (:meth:`.ConversionRecord.kept`) are kept."""
+        record = self._record
+        new = Bindings({**self._variables, name: value}, record=record)
         new._sizes = dict(self._sizes)
         new._estimated = {key: list(changes) for key, changes in self._estimated.items()}
         if name in self._sizes:
             new._estimated.setdefault(name, []).extend(paths)
-        for key, entry in self._activations.items():
-            taken = entry[2]
-            if name not in taken or not celreads.touches(taken[name], paths):
-                new._activations[key] = entry
+        new._activations = record.kept(name, paths, self._activations)
         return new

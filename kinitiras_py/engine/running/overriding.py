@@ -18,6 +18,7 @@ from kinitiras_py.base.errors import KinitirasError, RuleDenied, RuleError
 from kinitiras_py.base.typedefs import Obj, Patch
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.evaluation.celbindings import Bindings
+from kinitiras_py.engine.evaluation.conversionrecord import ConversionRecord
 from kinitiras_py.engine.kinds.base import OverrideStep
 from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.objects import lastapplied, patchlog
@@ -62,7 +63,8 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
            params: Mapping[RuleId, Obj] | None = None,
            lookup_errors: Mapping[RuleId, str] | None = None,
            programs: Mapping[RuleId, Program] | None = None, features: int | None = None,
-           measured: Mapping[str, tuple[Any, int]] | None = None) -> Mutation:
+           measured: Mapping[str, tuple[Any, int]] | None = None,
+           conversions: ConversionRecord | None = None) -> Mutation:
     """Apply every matching rule to ``obj``; return the final object and the patch.
 
     ``obj`` is not modified; the final object shares the parts no rule changed with it, so
@@ -73,7 +75,8 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
     failurePolicy. ``features``, when given, holds the :func:`..matching.selection.policy_features` bits
     of the matched policies: sidecar and inject rules are looked for only when they are set.
     ``measured``, when given, holds variables' serialized sizes with the values they were measured
-    on (:class:`.celbindings.Bindings`).
+    on (:class:`.celbindings.Bindings`). ``conversions``, when given, is the request's record of
+    the conversions kept across the rules, which decides what a rule's change keeps.
     """
     params = params or {}
     lookup_errors = lookup_errors or {}
@@ -87,7 +90,8 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
         if conflict is not None:
             return Mutation(object=obj, failure=conflict)
     # The working object converted for CEL, shared by rules without parameters; a change keeps
-    # the conversions of the parts it did not touch (Bindings.changed).
+    # the conversions the record says it did not touch (Bindings.changed).
+    conversions = ConversionRecord() if conversions is None else conversions
     bound: Bindings | None = None
     # A rule whose conditions or references failed is decided by its failurePolicy, below, like any other.
     injecting = features is None or bool(features & selection.INJECTS)
@@ -101,7 +105,7 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
         if injecting and rule.inject is not None and RuleId(policy.identity, rule.index) not in lookup_errors:
             if injects:  # every inject rule runs at the place of the first one, together
                 if bound is None:
-                    bound = _bindings(variables, working, measured)
+                    bound = _bindings(variables, working, measured, conversions)
                 refused, injected = _inject(injects, working, bound, mutation, log)
                 if refused is not None:
                     return Mutation(object=obj, failure=refused, warnings=mutation.warnings,
@@ -118,7 +122,7 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
         if reason is None:
             own = params.get(key)
             if not own and bound is None:
-                bound = _bindings(variables, working, measured)
+                bound = _bindings(variables, working, measured, conversions)
             try:
                 trial = apply_rule(working, rule, policy, {**variables, "params": own} if own else plain,
                                    None if own else bound, programs.get(key), marks)
@@ -155,9 +159,10 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
     return mutation
 
 
-def _bindings(variables: dict[str, Any], working: Obj, measured: Mapping[str, tuple[Any, int]] | None) -> Bindings:
+def _bindings(variables: dict[str, Any], working: Obj, measured: Mapping[str, tuple[Any, int]] | None,
+              conversions: ConversionRecord) -> Bindings:
     """The variables with ``working`` as the object, for rules without parameters of their own."""
-    return Bindings({**variables, "object": working, "params": {}}, measured)
+    return Bindings({**variables, "object": working, "params": {}}, measured, conversions)
 
 
 def _inject(rules: list[OverrideMatch], working: Obj, bound: Bindings, mutation: Mutation,

@@ -11,7 +11,7 @@ from kinitiras_py.admission import mutationmemo
 from kinitiras_py.admission.readrecord import KNOWN_FEATURES, ReadRecord
 from kinitiras_py.base.ids import RuleId
 from kinitiras_py.engine.evaluation.cel import compile_program
-from kinitiras_py.engine.matching import selection  # FIXSPLIT
+from kinitiras_py.engine.matching import selection
 from kinitiras_py.engine.policies.compiled import OverrideMatch
 from kinitiras_py.engine.policies.compiling import compile_policy
 
@@ -61,3 +61,16 @@ def test_what_the_record_cannot_describe_turns_caching_off() -> None:
     inexact = ReadRecord(1, 0, references={RULE: {"n": 2**70}})  # no exact JSON for it
     assert inexact.key(b"fp", MATCHES) is None
     assert inexact.undescribed == ["a value without exact JSON"] and not inexact.cacheable
+
+
+def test_the_conversions_are_the_records_own_part_and_share_what_it_cannot_describe() -> None:
+    record = ReadRecord(1, 0)
+    assert record.conversions.undescribed is record.undescribed
+    projection = record.conversions.projected(None, {}, {})  # holds no variable: no change reaches it
+    assert record.conversions.kept("object", [("spec", "selector", "zone-w1")], {0: projection}) == {0: projection}
+    assert record.cacheable and record.key(b"fp", MATCHES) is not None
+    assert record.conversions.kept("object", [], {0: projection}) == {}  # a change at no path: not described
+    assert not record.cacheable and not record.alone and record.key(b"fp", MATCHES) is None
+    unknown = ReadRecord(1, KNOWN_FEATURES + 1)  # nothing kept across a change while an input is undescribed
+    held = {0: unknown.conversions.projected(None, {}, {})}
+    assert unknown.conversions.kept("object", [("metadata",)], held) == {}

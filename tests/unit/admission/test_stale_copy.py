@@ -17,6 +17,8 @@ import orjson
 import pytest
 
 from kinitiras_py.admission.engine import Engine
+from kinitiras_py.engine.evaluation import conversionrecord
+from kinitiras_py.engine.evaluation.conversionrecord import ConversionRecord
 from kinitiras_py.offline.apply import Case, run
 from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.metrics import Metrics
@@ -81,3 +83,27 @@ def test_through_the_webhook_the_last_reader_sees_the_key_written_before_it(firs
         response = orjson.loads(out)["response"]
         patch = orjson.loads(base64.b64decode(response["patch"]))
         assert {"op": "add", "path": "/metadata/annotations/c", "value": "eu"} in patch
+
+
+def test_a_change_the_read_record_cannot_describe_keeps_no_conversion_and_nothing_is_remembered(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conversionrecord, "CHANGING", "no variable")  # no change of the object is described
+    made: list[ConversionRecord] = []
+    real = conversionrecord.ConversionRecord.__init__
+
+    def recording(self: ConversionRecord, undescribed: list[str] | None = None) -> None:
+        real(self, undescribed)
+        made.append(self)
+
+    monkeypatch.setattr(conversionrecord.ConversionRecord, "__init__", recording)
+    engine = Engine(policies(WRITES))
+    handlers = Handlers(engine, Metrics())
+    for uid in ("u-1", "u-2"):
+        out, code = asyncio.run(handlers.answer("mutate", review(uid)))
+        response = orjson.loads(out)["response"]
+        assert code == 200 and response["allowed"]
+        patch = orjson.loads(base64.b64decode(response["patch"]))
+        assert {"op": "add", "path": "/metadata/annotations/c", "value": "eu"} in patch
+    # Each request's record noted the change it could not describe and kept nothing across it.
+    assert len(made) == 2 and all(r.undescribed and r.changes and r.kept_count == 0 for r in made)
+    assert (engine.answers.hits, engine.mutations.hits, len(engine.answers)) == (0, 0, 0)

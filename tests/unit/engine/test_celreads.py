@@ -181,6 +181,46 @@ def test_the_walker_fails_closed_on_what_it_does_not_know() -> None:
     assert celreads.reads(unknown, celenv.VARIABLES) is None
 
 
+def _field(number: int, value: bytes) -> bytes:
+    """One length-delimited protobuf field."""
+    size, length = b"", len(value)
+    while length >= 0x80:
+        size, length = size + bytes([length & 0x7F | 0x80]), length >> 7
+    return bytes([number << 3 | 2]) + size + bytes([length]) + value
+
+
+def _ident(name: str) -> bytes:
+    return _field(4, _field(1, name.encode()))
+
+
+_KNOWN = _ident("object")
+_UNKNOWN = _field(10, b"")  # an Expr whose kind is a field the walker does not know
+_SHAPES = {  # a known node kind around a leaf, as cel.expr.Expr bytes
+    "select operand": lambda leaf: _field(5, _field(1, leaf) + _field(2, b"spec")),
+    "call argument": lambda leaf: _field(6, _field(2, b"_+_") + _field(3, _KNOWN) + _field(3, leaf)),
+    "call target": lambda leaf: _field(6, _field(1, leaf) + _field(2, b"size")),
+    "index": lambda leaf: _field(6, _field(2, b"_[_]") + _field(3, _KNOWN) + _field(3, leaf)),
+    "list element": lambda leaf: _field(7, _field(1, _KNOWN) + _field(1, leaf)),
+    "map value": lambda leaf: _field(8, _field(2, _field(3, _field(3, _field(6, b"k"))) + _field(4, leaf))),
+    "map key": lambda leaf: _field(8, _field(2, _field(3, leaf) + _field(4, _KNOWN))),
+    **{f"loop {part}": lambda leaf, n=n: _field(9, b"".join(_field(k, leaf if k == n else part) for k, part in {
+        1: b"x", 2: _KNOWN, 3: b"@r", 4: _KNOWN, 5: _ident("x"), 6: _ident("@r"), 7: _ident("@r")}.items()))
+       for n, part in ((2, "range"), (4, "init"), (5, "condition"), (6, "step"), (7, "result"))},
+    "bind": lambda leaf: _field(9, _field(1, b"#unused") + _field(2, _field(7, b"")) + _field(3, b"v")
+                                + _field(4, leaf) + _field(7, _ident("v"))),
+}
+
+
+@pytest.mark.parametrize("shape", list(_SHAPES))
+def test_the_walker_fails_closed_on_a_node_kind_it_does_not_know_anywhere(shape: str) -> None:
+    def checked(expr: bytes) -> bytes:  # Any{value: CheckedExpr{expr}}
+        return _field(2, _field(4, expr))
+
+    known = celreads.reads(checked(_SHAPES[shape](_KNOWN)), celenv.VARIABLES)
+    assert known is not None and [name for name, _ in known] == ["object"]  # read there, precisely
+    assert celreads.reads(checked(_SHAPES[shape](_UNKNOWN)), celenv.VARIABLES) is None  # anything
+
+
 def test_bindings_keep_what_a_change_did_not_touch() -> None:
     labels = cel.compile_program("object.metadata.labels.app")
     spec = cel.compile_program("object.spec.priority")

@@ -489,9 +489,9 @@ def count_bindings(monkeypatch: pytest.MonkeyPatch) -> list[Obj]:
     made: list[Obj] = []
     real = overriding.Bindings
 
-    def spy(variables: Obj, measured: Any = None) -> Any:
+    def spy(variables: Obj, measured: Any = None, record: Any = None) -> Any:
         made.append(variables["object"])
-        return real(variables, measured)
+        return real(variables, measured, record)
 
     monkeypatch.setattr(overriding, "Bindings", spy)
     return made

@@ -19,7 +19,7 @@ from kinitiras_py.engine.evaluation.cel import compile_program
 from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.engine.rendering.render import render_override
-from kinitiras_py.engine.running import overriding  # FIXSPLIT
+from kinitiras_py.engine.running import overriding
 
 Obj = dict[str, Any]
 TEMPLATE_PATH = "spec.overrideRules[0].overriders.template"
