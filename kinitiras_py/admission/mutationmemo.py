@@ -12,9 +12,12 @@ every answer: an entry is what those rules returned for exactly those inputs.
 Not remembered: mutations with a JavaScript rule (a script's time limit makes its outcome depend
 on more than its inputs), a failed lookup (the next request may find it), a mutation in which a
 rule failed (even one skipped under failurePolicy Ignore: a rule stopped by its time limit may
-succeed next time), and inputs without exact JSON. Entries are answered afresh: the final object
-and the patch are decoded from their JSON only when a caller reads them (the webhook hands the
-patch's JSON on as it is and never reads the object). Used from the event loop only.
+succeed next time), and inputs without exact JSON. An entry holds the patch's JSON, not the final
+object: a request recalling it carries the same object (its fingerprint says so), and the patch
+replays strictly onto it (:mod:`..engine.objects.patchlog`), so the final object is that request's
+own with the patch applied, copy-on-write, made only when a caller reads it (the webhook hands the
+patch's JSON on as it is and never reads the object; serialising every distinct Pod's final
+object for the few that recur cost more than their rules' operations). Used from the event loop only.
 
 There is no memory of the process: each :class:`kinitiras_py.Engine` owns one and hands it to
 its :class:`~.pipeline.Pipeline`. The pipeline derives an entry's key from the record of what the
@@ -34,6 +37,7 @@ from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation import celvalues
 from kinitiras_py.engine.evaluation.cel import Program
 from kinitiras_py.engine.matching import selection
+from kinitiras_py.engine.objects import patchlog
 from kinitiras_py.engine.policies.compiled import OverrideMatch
 from kinitiras_py.engine.policies.results import Mutation
 
@@ -51,10 +55,10 @@ rules a request matches, (the index's generation in decimal, the request's finge
 class _Entry:
     """What one mutation did, kept as JSON and values nobody changes."""
 
-    __slots__ = ("applied", "cost", "object_json", "patch_json", "timed", "warnings")
+    __slots__ = ("applied", "cost", "patch_json", "timed", "warnings")
 
-    def __init__(self, mutation: Mutation, object_json: bytes, patch_json: bytes, cost: int) -> None:
-        self.object_json, self.patch_json, self.cost = object_json, patch_json, cost
+    def __init__(self, mutation: Mutation, patch_json: bytes, cost: int) -> None:
+        self.patch_json, self.cost = patch_json, cost
         self.applied = tuple(mutation.applied)
         self.warnings = tuple(mutation.warnings)
         self.timed = tuple(mutation.timings)
@@ -70,11 +74,14 @@ class _Selected:
 
 
 class Recalled(Mutation):
-    """A remembered mutation answered again: its object and patch are decoded from their JSON
-    when first read (a copy of their own); the patch's JSON is handed out as it is."""
+    """A remembered mutation answered again for a request carrying ``received``: its patch is
+    decoded from its JSON when first read (a copy of its own), its object is ``received`` with the
+    patch applied copy-on-write when first read (sharing what the patch does not change, as a
+    mutation made afresh does); the patch's JSON is handed out as it is."""
 
-    def __init__(self, entry: _Entry, seconds: float) -> None:  # every field of Mutation, set here
+    def __init__(self, entry: _Entry, seconds: float, received: Obj) -> None:  # every field of Mutation
         self._entry = entry
+        self._received = received
         self._object: Obj | None = None
         self._patch: Patch | None = None
         self.applied, self.warnings = list(entry.applied), list(entry.warnings)
@@ -86,7 +93,8 @@ class Recalled(Mutation):
     def object(self) -> Obj:
         """The final object."""
         if self._object is None:
-            self._object = orjson.loads(self._entry.object_json)
+            draft = patchlog.Draft(self._received)
+            self._object = draft.apply(orjson.loads(self._entry.patch_json))
         return self._object
 
     @object.setter
@@ -133,15 +141,16 @@ class Mutations(Cache[Key, _Entry | _Selected]):
         self._keep(key, _Selected(tuple(found), len(key[0]) + len(fingerprint) + 8 * len(found) + _OVERHEAD))
         return found
 
-    def recall(self, key: Key, seconds: float = 0.0) -> Mutation | None:
-        """The mutation remembered for ``key`` answered afresh, or None. ``seconds`` (the time
-        the look-up took) is shared among the matched policies as their time, for metrics."""
+    def recall(self, key: Key, received: Obj, seconds: float = 0.0) -> Mutation | None:
+        """The mutation remembered for ``key`` answered afresh for the request whose object is
+        ``received`` (the one ``key``'s fingerprint describes), or None. ``seconds`` (the time the
+        look-up took) is shared among the matched policies as their time, for metrics."""
         entry = self._entries.get(key, refresh=True)
         if not isinstance(entry, _Entry):
             self.misses += 1
             return None
         self.hits += 1
-        return Recalled(entry, seconds)
+        return Recalled(entry, seconds, received)
 
     def remember(self, key: Key, mutation: Mutation) -> None:
         """Keep ``mutation`` (made for the inputs ``key``), unless a rule of it failed or it is
@@ -150,14 +159,13 @@ class Mutations(Cache[Key, _Entry | _Selected]):
         if not mutation.complete or key in self._entries:
             return
         try:
-            # The engine makes the object and the patch from JSON values only (the review's, the
-            # policies' and checked CEL results), so their JSON is exact.
-            object_json, patch_json = orjson.dumps(mutation.object), orjson.dumps(mutation.patch)
+            # The engine makes the patch from JSON values only (the review's, the policies' and
+            # checked CEL results), so its JSON is exact.
+            patch_json = orjson.dumps(mutation.patch)
         except orjson.JSONEncodeError:
             return
-        cost = (len(key[0]) + len(key[1]) + len(object_json) + len(patch_json) + sum(map(len, mutation.warnings))
-                + _OVERHEAD)
-        self._keep(key, _Entry(mutation, object_json, patch_json, cost))
+        cost = len(key[0]) + len(key[1]) + len(patch_json) + sum(map(len, mutation.warnings)) + _OVERHEAD
+        self._keep(key, _Entry(mutation, patch_json, cost))
 
     def _keep(self, key: Key, entry: _Entry | _Selected) -> None:
         """Add ``entry`` unless it is too large; the least recently used leave until it fits."""

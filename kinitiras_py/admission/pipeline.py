@@ -244,7 +244,7 @@ class Pipeline:
                             javascript=bool(features & selection.JAVASCRIPT))
         memo = record.key(fingerprint, matches) if self.mutations.enabled else None
         if memo is not None:
-            recalled = self.mutations.recall(memo, time.perf_counter() - started)
+            recalled = self.mutations.recall(memo, obj, time.perf_counter() - started)
             if recalled is not None:
                 recalled.stamp = generation if record.alone else None
                 return recalled

@@ -6,7 +6,9 @@ and operations, sent through the webhook's handlers: a request, then requests di
 in one field (operation, namespace, userInfo, dryRun, object, oldObject), all twice with the
 memory on and once with it off. Invariants:
 
-* each request's three answers are the same bytes but for the uid;
+* each request's three answers are the same bytes but for the uid, and so are the final objects
+  the engine gives with the memory on (a recalled one is the request's object with the
+  remembered patch applied) and off;
 * the second time, a request is answered from memory (no rule runs) unless no rule matched it
   or one failed (a skipped rule, too).
 
@@ -136,6 +138,11 @@ def answer(handlers: Handlers, uid: str, request: dict[str, Any]) -> bytes:
     return out.replace(f'"uid":"{uid}"'.encode(), b'"uid":"uid-0"', 1)
 
 
+def final(engine: Engine, uid: str, request: dict[str, Any]) -> bytes:
+    """The JSON of the object the engine makes of the review."""
+    return orjson.dumps(asyncio.run(engine.mutate(codec.decode(review(uid, request)).request)).object)
+
+
 @contextlib.contextmanager
 def counted() -> Iterator[list[Mutation]]:
     """The mutations the override rules make meanwhile (not a fixture: hypothesis runs many examples)."""
@@ -170,6 +177,8 @@ def test_an_answer_from_memory_is_the_answer(chosen: set[int], base: dict[str, A
                 assert len(runs) == ran  # answered from memory: no rule ran
             else:  # not remembered: no rule matched, or one failed (a rule skipped, too)
                 assert len(runs) == ran or runs[-1].ignored or runs[-1].failure is not None
+        objects = [final(engine, f"object-{i}", request) for i, request in enumerate(requests)]
     engine.mutations.configure(0)
     fresh = [answer(handlers, f"fresh-{i}", request) for i, request in enumerate(requests)]
     assert remembered == again == fresh
+    assert objects == [final(engine, f"fresh-object-{i}", request) for i, request in enumerate(requests)]

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kinitiras_py.base import nesting
 from kinitiras_py.base.errors import PatchError
 from kinitiras_py.base.typedefs import JSON, Patch
 from kinitiras_py.engine.objects import patching
@@ -109,8 +110,15 @@ class Draft:
                 return False
             tokens = unescaped
         doc = self.doc
-        if type(doc) is not dict or patching.too_deep(len(tokens), op["value"]) is not None:
-            return False  # the general way says why
+        value = op["value"]
+        if type(value) is dict or type(value) is list:
+            if patching.too_deep(len(tokens), value) is not None:
+                return False  # the general way says why
+            value = patching.clone(value)
+        elif len(tokens) > nesting.MAX_DEPTH:  # too_deep's answer for a scalar, without the call
+            return False
+        if type(doc) is not dict:
+            return False
         owned = self._owned
         if id(doc) not in owned:
             self.doc = doc = self._own(doc)
@@ -136,7 +144,7 @@ class Draft:
             node = child
         if type(node) is not dict:
             return False
-        node[last] = patching.clone(op["value"])
+        node[last] = value
         tokens.append(last)
         self.touched.append(tuple(tokens))
         return True
@@ -248,15 +256,28 @@ def _emit(node: _Trie | None, original: JSON, final: JSON, path: str, out: Patch
             return
         for token, child in node.items():
             # Paths noted by a lenient no-op (a remove past the end) lead nowhere: nothing changed.
-            if patching.is_index(token) and int(token) < len(final):
-                before, after = original[int(token)], final[int(token)]
+            if patching.is_index(token) and (i := int(token)) < len(final):
+                before, after = original[i], final[i]
                 if before is not after:
                     _emit(child, before, after, f"{path}/{token}", out)
         return
     for token, child in node.items():
         before, after = original.get(token, _MISSING), final.get(token, _MISSING)
-        if before is not after:  # untouched subtrees are skipped by identity
-            _emit(child, before, after, f"{path}/{patching.escape_pointer_token(token)}", out)
+        if before is after:  # untouched subtrees are skipped by identity
+            continue
+        at = f"{path}/{_escaped(token)}"
+        if child is not None:
+            _emit(child, before, after, at, out)
+        elif type(after) is str and type(before) is str:  # a leaf the rules set: _fixups' answer, sooner
+            if before != after:
+                out.append({"op": "replace", "path": at, "value": after})
+        else:
+            _fixups(before, after, at, out)
+
+
+def _escaped(token: str) -> str:
+    """:func:`.patching.escape_pointer_token`, without its two copies for the tokens that need none."""
+    return token if "~" not in token and "/" not in token else patching.escape_pointer_token(token)
 
 
 def _fixups(original: JSON, final: JSON, path: str, out: Patch) -> None:
@@ -269,10 +290,9 @@ def _fixups(original: JSON, final: JSON, path: str, out: Patch) -> None:
         out.append({"op": "remove", "path": path})
     elif type(original) is dict and type(final) is dict:
         # Key by key, also at the root: the API server may refuse to replace a whole object.
-        out.extend({"op": "remove", "path": f"{path}/{patching.escape_pointer_token(key)}"}
-                   for key in original if key not in final)
+        out.extend({"op": "remove", "path": f"{path}/{_escaped(key)}"} for key in original if key not in final)
         for key, value in final.items():
-            _fixups(original.get(key, _MISSING), value, f"{path}/{patching.escape_pointer_token(key)}", out)
+            _fixups(original.get(key, _MISSING), value, f"{path}/{_escaped(key)}", out)
     elif type(original) is list and type(final) is list:
         _list_fixups(original, final, path, out)
     elif not same(original, final):

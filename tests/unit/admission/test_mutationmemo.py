@@ -327,11 +327,12 @@ MUTATIONS = mutationmemo.Mutations()
 
 
 def _remember(n: int, size: int = 1) -> None:
-    MUTATIONS.remember((b"head-%d" % n, b"fp"), Mutation(object={"n": n, "pad": "x" * size}))
+    MUTATIONS.remember((b"head-%d" % n, b"fp"), Mutation(object={"n": n, "pad": "x" * size},
+                                                         patch=[{"op": "add", "path": "/pad", "value": "x" * size}]))
 
 
 def _held(*ns: int) -> list[bool]:
-    return [MUTATIONS.recall((b"head-%d" % n, b"fp")) is not None for n in ns]
+    return [MUTATIONS.recall((b"head-%d" % n, b"fp"), {"n": n}) is not None for n in ns]
 
 
 def test_the_least_recently_used_entries_leave_first() -> None:
@@ -421,3 +422,24 @@ async def test_a_recalled_mutation_counts_in_the_metrics_as_the_first() -> None:
     assert counted[0] == counted[1]
     assert 'kinitiras_policy_patched_total{policy="ClusterOverridePolicy echo"} 2.0' in counted[0]
     assert 'kinitiras_policy_matched_total{policy="ClusterOverridePolicy echo"} 1.0' in counted[0]
+
+
+async def test_a_recalled_object_is_the_recalling_request_s_own_with_the_patch_applied() -> None:
+    p = pipeline(ECHO)
+    first = await mutate(p, body("u-1"))
+    request = codec.decode(body("u-2")).request
+    received = copy.deepcopy(request.object)
+    recalled = await p.mutate(request)
+    assert isinstance(recalled, mutationmemo.Recalled)
+    assert recalled.object == first.object and orjson.dumps(recalled.object) == orjson.dumps(first.object)
+    assert request.object == received  # copy-on-write: the request's object is left as it came
+    assert recalled.object["spec"] is request.object["spec"]  # what no rule changed is shared, as afresh
+
+
+async def test_the_memory_counts_a_pod_in_its_keys_only_not_again_as_the_final_object() -> None:
+    p = pipeline(ECHO)
+    big = pod()
+    big["spec"]["hostname"] = "x" * 20_000  # kept in the final object
+    mutation = await mutate(p, body("u-1", object=big))
+    assert mutation.patch and len(p.mutations) == 2  # the matches and the mutation, each keyed by the request
+    assert 2 * 20_000 < p.mutations.size < 3 * 20_000

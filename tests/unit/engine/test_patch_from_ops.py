@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kinitiras_py.base import nesting
 from kinitiras_py.base.errors import PatchError, RuleError
 from kinitiras_py.base.ids import PolicyId, RuleId
 from kinitiras_py.engine.kinds.cel import CelOverrider
@@ -416,3 +417,32 @@ def test_a_draft_refuses_a_change_deeper_than_objects_nest_on_its_fast_way_too()
     draft = Draft(doc)  # a failed draft is dropped
     draft.apply([{"op": "add", "path": "/a" * 195 + "/k", "value": {"b": {}}}])
     assert draft.changed
+
+
+def test_a_draft_refuses_a_scalar_deeper_than_objects_nest_on_its_fast_way_too() -> None:
+    # Every object on the way exists, so the add would take the fast way, which checks a scalar's
+    # depth without asking patching.too_deep.
+    doc: Any = {}
+    for _ in range(nesting.MAX_DEPTH):
+        doc = {"a": doc}
+    with pytest.raises(PatchError, match=f"the path has {nesting.MAX_DEPTH + 1} segments"):
+        Draft(doc).apply([{"op": "add", "path": "/a" * nesting.MAX_DEPTH + "/k", "value": "v"}])
+    draft = Draft(doc)
+    draft.apply([{"op": "add", "path": "/a" * (nesting.MAX_DEPTH - 1) + "/k", "value": "v"}])
+    assert draft.changed
+
+
+def test_leaves_the_rules_set_patch_only_what_differs_by_type_and_value() -> None:
+    obj = {"metadata": {"labels": {"a/b~c": "1", "same": "same-value"}, "annotations": {"n": "1"}},
+           "spec": {"count": 1}}
+    equal = "-".join(["same", "value"])  # equal to the label, not the same string
+    draft = Draft(obj)
+    draft.apply([{"op": "replace", "path": "/metadata/labels/a~1b~0c", "value": "2"},
+                 {"op": "add", "path": "/metadata/labels/same", "value": equal},
+                 {"op": "add", "path": "/metadata/annotations/n", "value": 1},
+                 {"op": "replace", "path": "/spec/count", "value": True}])
+    log = PatchLog()
+    log.record(draft)
+    assert log.patch(obj, draft.doc) == [{"op": "replace", "path": "/metadata/labels/a~1b~0c", "value": "2"},
+                                         {"op": "replace", "path": "/metadata/annotations/n", "value": 1},
+                                         {"op": "replace", "path": "/spec/count", "value": True}]
