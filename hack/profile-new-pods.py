@@ -24,13 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kinitiras_py.admission import mutationmemo
+from kinitiras_py.admission.engine import Engine
 from kinitiras_py.base import logs
 from kinitiras_py.bench import workload
 from kinitiras_py.bench.webhook import review
-from kinitiras_py.engine.evaluation import celmemo
-from kinitiras_py.offline.apply import build_pipeline, compile_all
-from kinitiras_py.webhook import answers
 from kinitiras_py.webhook.handlers import Handlers
 from kinitiras_py.webhook.metrics import Metrics
 
@@ -78,10 +75,8 @@ def main() -> None:
     parser.add_argument("--profile", help="write cProfile statistics here and print the top functions")
     args = parser.parse_args()
     logs.configure("info", "json")
-    celmemo.configure(0)
-    mutationmemo.configure(0)
-    answers.configure(0)
-    handlers = Handlers(build_pipeline(compile_all(workload.some_matching(args.total, args.matching))), Metrics())
+    engine = Engine(workload.some_matching(args.total, args.matching), cel_results_bytes=0, mutation_results_bytes=0)
+    handlers = Handlers(engine, Metrics())
     per_review = asyncio.run(run(handlers, reviews(args.pods + WARM_UP, args.same), args.profile))
     print(f"{args.matching} of {args.total} matching, {args.pods} {'same' if args.same else 'distinct'} Pods: "
           f"{per_review * 1e3:.3f} ms of CPU per review")
