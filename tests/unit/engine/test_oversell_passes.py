@@ -18,7 +18,7 @@ from kinitiras_py.engine.rendering.render import render_override
 FACTORS = {"cpuFactor": "0.5", "memoryFactor": "0.25", "diskFactor": "0.1"}
 NAMES = [None, ["app"], ["a", "b", "c", "d"]]
 TWO_PASSES = "range(size(items))\n      .filter(i, {chosen})\n      .map(i, cel.bind(resources"
-ONE_PASS = "range(size(items))\n      .map(i, {chosen}, cel.bind(resources"
+ONE_PASS = "range(size(items))\n      .map(i, {chosen},\n        cel.bind(resources"
 
 
 def _template(operation: str, factors: tuple[str, ...], names: list[str] | None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kinitiras_py.base.errors import CelEvalError
 from kinitiras_py.engine.evaluation import builtins, celbridge
 from kinitiras_py.engine.evaluation.cel import compile_program
 from kinitiras_py.engine.rendering.environment import make_environment
@@ -38,7 +39,7 @@ def test_a_missing_or_mistyped_kind_fails_as_the_kind_table_does() -> None:
         for p in (called, program):
             try:
                 outcomes.append(p.evaluate({"object": obj}))
-            except Exception as e:  # noqa: BLE001 - the message is what is compared
+            except CelEvalError as e:
                 outcomes.append(f"{type(e).__name__}: {e}")
         assert outcomes[0] == outcomes[1], obj
 

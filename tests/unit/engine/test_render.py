@@ -108,7 +108,8 @@ cel.bind(spec, cel.bind(s, (
 cel.bind(entries,
   cel.bind(items, spec[?"containers"].orValue([]),
     type(items) != list || size(items) == 0 ? [] : range(size(items))
-      .map(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"], cel.bind(resources, items[i][?"resources"].orValue({}),
+      .map(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"],
+        cel.bind(resources, items[i][?"resources"].orValue({}),
         cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
         cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
           "requests": type(requests) == map ? requests : dyn(null),
@@ -122,7 +123,8 @@ cel.bind(entries,
         })))))
   + cel.bind(items, spec[?"initContainers"].orValue([]),
     type(items) != list || size(items) == 0 ? [] : range(size(items))
-      .map(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"], cel.bind(resources, items[i][?"resources"].orValue({}),
+      .map(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"],
+        cel.bind(resources, items[i][?"resources"].orValue({}),
         cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
         cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
           "requests": type(requests) == map ? requests : dyn(null),
