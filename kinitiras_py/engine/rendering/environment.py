@@ -81,6 +81,15 @@ def pod_spec_shapes() -> list[tuple[str, tuple[str, ...]]]:
     return [(fieldpath.to_pointer(keys), keys) for keys in shapes]
 
 
+def pod_spec_at(api_version: str, kind: str) -> str:
+    """The JSON pointer of the pod spec of objects of this apiVersion and kind (as
+    ``workload.podSpecPath`` answers), for a template to write down instead of calling it."""
+    keys = workloads.kind_pod_spec_path(api_version, kind)
+    if keys is None:
+        raise ValueError(f"{api_version} {kind} carries no pod spec")
+    return fieldpath.to_pointer(keys)
+
+
 def make_environment() -> jinja2.Environment:
     """A sandboxed environment: strict undefined, no HTML escaping, CEL filters."""
     from jinja2.sandbox import SandboxedEnvironment
@@ -93,5 +102,6 @@ def make_environment() -> jinja2.Environment:
     env.filters["cel_str"] = lambda v: cel_string(str(v))
     env.filters["ptr"] = lambda v: fieldpath.to_pointer((str(v),))[1:]  # one escaped JSON pointer token
     env.globals["pod_spec_shapes"] = pod_spec_shapes
+    env.globals["pod_spec_at"] = pod_spec_at
     env.globals["ref_expr"] = ref_expr
     return env

@@ -86,8 +86,10 @@ OVERSELL = {"type": "resourcesOversell", "operation": "replace", "containerNames
             "resourcesOversell": {"cpuFactor": "0.5", "memoryFactor": "0.20"}}
 OVERSELL_CEL = """\
 // resourcesOversell template, operation replace, requests = limits x factor, containers: ["app"].
-// the pod spec: where it is depends on the kind (and API group); {} when missing or not a map
-cel.bind(at, workload.podSpecPath(object.?apiVersion.orValue(""), object.?kind.orValue("")),
+// the pod spec: where it is depends on the kind (and API group); {} when missing or not a map;
+// a v1 Pod's place is known without a call into the kind table
+cel.bind(at, object.?apiVersion.orValue("") == "v1" && object.?kind.orValue("") == "Pod" ? "/spec"
+  : workload.podSpecPath(object.?apiVersion.orValue(""), object.?kind.orValue("")),
 cel.bind(spec, cel.bind(s, (
     at == "/spec" ? object[?"spec"] :
     at == "/spec/template/spec" ? object[?"spec"]
@@ -106,8 +108,8 @@ cel.bind(spec, cel.bind(s, (
 cel.bind(entries,
   cel.bind(items, spec[?"containers"].orValue([]),
     type(items) != list || size(items) == 0 ? [] : range(size(items))
-      .filter(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"])
-      .map(i, cel.bind(resources, items[i][?"resources"].orValue({}),
+      .map(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"],
+        cel.bind(resources, items[i][?"resources"].orValue({}),
         cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
         cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
           "requests": type(requests) == map ? requests : dyn(null),
@@ -121,8 +123,8 @@ cel.bind(entries,
         })))))
   + cel.bind(items, spec[?"initContainers"].orValue([]),
     type(items) != list || size(items) == 0 ? [] : range(size(items))
-      .filter(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"])
-      .map(i, cel.bind(resources, items[i][?"resources"].orValue({}),
+      .map(i, type(items[i]) == map && items[i].?name.orValue("") in ["app"],
+        cel.bind(resources, items[i][?"resources"].orValue({}),
         cel.bind(requests, type(resources) == map ? resources[?"requests"].orValue(dyn(null)) : dyn(null),
         cel.bind(limits, type(resources) == map ? resources[?"limits"].orValue({}) : {}, {
           "requests": type(requests) == map ? requests : dyn(null),
@@ -150,8 +152,10 @@ OVERSELL_REMOVE = {"type": "resourcesOversell", "operation": "remove",
                    "resourcesOversell": {"cpuFactor": "0.5", "diskFactor": "0.1"}}
 OVERSELL_REMOVE_CEL = """\
 // resourcesOversell template, operation remove, requests = limits x factor, containers: all.
-// the pod spec: where it is depends on the kind (and API group); {} when missing or not a map
-cel.bind(at, workload.podSpecPath(object.?apiVersion.orValue(""), object.?kind.orValue("")),
+// the pod spec: where it is depends on the kind (and API group); {} when missing or not a map;
+// a v1 Pod's place is known without a call into the kind table
+cel.bind(at, object.?apiVersion.orValue("") == "v1" && object.?kind.orValue("") == "Pod" ? "/spec"
+  : workload.podSpecPath(object.?apiVersion.orValue(""), object.?kind.orValue("")),
 cel.bind(spec, cel.bind(s, (
     at == "/spec" ? object[?"spec"] :
     at == "/spec/template/spec" ? object[?"spec"]
@@ -199,8 +203,10 @@ RESOURCES_REMOVE = {"type": "resources", "operation": "remove",
                     "resources": {"limits": {"memory": "0"}, "requests": {"cpu": "0"}}}
 RESOURCES_REMOVE_CEL = """\
 // resources template, operation remove, containers: all.
-// the pod spec: where it is depends on the kind (and API group); {} when missing or not a map
-cel.bind(at, workload.podSpecPath(object.?apiVersion.orValue(""), object.?kind.orValue("")),
+// the pod spec: where it is depends on the kind (and API group); {} when missing or not a map;
+// a v1 Pod's place is known without a call into the kind table
+cel.bind(at, object.?apiVersion.orValue("") == "v1" && object.?kind.orValue("") == "Pod" ? "/spec"
+  : workload.podSpecPath(object.?apiVersion.orValue(""), object.?kind.orValue("")),
 cel.bind(spec, cel.bind(s, (
     at == "/spec" ? object[?"spec"] :
     at == "/spec/template/spec" ? object[?"spec"]
@@ -244,8 +250,10 @@ TOLERATIONS = {"type": "tolerations", "operation": "add",
                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]}
 TOLERATIONS_CEL = """\
 // tolerations template, operation add: pod spec of a pod-bearing object; an empty result drops the field
-// the pod spec: where it is depends on the kind (and API group); {} when missing or not a map
-cel.bind(at, workload.podSpecPath(object.?apiVersion.orValue(""), object.?kind.orValue("")),
+// the pod spec: where it is depends on the kind (and API group); {} when missing or not a map;
+// a v1 Pod's place is known without a call into the kind table
+cel.bind(at, object.?apiVersion.orValue("") == "v1" && object.?kind.orValue("") == "Pod" ? "/spec"
+  : workload.podSpecPath(object.?apiVersion.orValue(""), object.?kind.orValue("")),
 cel.bind(spec, cel.bind(s, (
     at == "/spec" ? object[?"spec"] :
     at == "/spec/template/spec" ? object[?"spec"]
