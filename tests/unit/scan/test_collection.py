@@ -4,7 +4,6 @@ and after every full pass, what they built leaves the full collections' walk."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -16,17 +15,9 @@ from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.metrics import ScanMetrics
 from kinitiras_py.scan.scanner import Scanner
 from tests.scanfakes import MemorySink
+from tests.unit.base.test_collector import managed
 from tests.unit.registration.test_rules import FakeCatalog
 from tests.unit.scan.test_scanner import owner_policy, pod, policy, until
-
-
-@pytest.fixture
-def managed() -> Iterator[None]:
-    collector.manage(True)
-    try:
-        yield
-    finally:
-        collector.manage(False)
 
 
 def scanner_over(count: int) -> Scanner:
@@ -36,8 +27,8 @@ def scanner_over(count: int) -> Scanner:
                    make_informer=lambda client, resource: Preloaded(client, resource, existing))
 
 
-async def test_a_first_list_and_each_full_pass_settle_what_they_built(managed: None,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures(managed.__name__)
+async def test_a_first_list_and_each_full_pass_settle_what_they_built(monkeypatch: pytest.MonkeyPatch) -> None:
     settled: list[str] = []
     settle = collector.settle
     monkeypatch.setattr(collector, "settle", lambda reason: settled.append(reason) or settle(reason))
