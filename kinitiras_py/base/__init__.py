@@ -1,2 +1,2 @@
-"""Foundation shared by every layer: errors, type aliases and the identities of policies and rules. No
-Kubernetes knowledge here."""
+"""Foundation shared by every layer: errors, type aliases and the identities of policies and rules,
+time slices for long loops and the garbage-collector policy. No Kubernetes knowledge here."""

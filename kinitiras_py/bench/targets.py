@@ -12,6 +12,9 @@ round's own ratios:
 
 On one core at saturation (``bench --floor --uncached``): ours uncached at least 50 % of the
 floor's reviews/s with 1 matching, 15 % with 20.
+
+While the background scan runs (``bench --scan``, issue 24): admission's p99 during the first pass
+and in the steady state at most 1.25x the baseline's, each p99 the median of the phase's windows.
 """
 
 from __future__ import annotations
@@ -74,3 +77,12 @@ def saturation(result: Saturation) -> list[Mark]:
     if limit is None or not result.name.startswith("ours") or not result.name.endswith("uncached"):
         return []
     return [Mark("reviews/s x floor", result.ratio, limit, False)]
+
+
+SCAN_P99 = 1.25
+"""Most admission p99 during a scan phase, as a multiple of the baseline's (the machine's noise)."""
+
+
+def scan(phase: str, p99_ratio: float) -> list[Mark]:
+    """The target of a scan phase (none for the baseline)."""
+    return [] if phase == "baseline" else [Mark("p99 x baseline", p99_ratio, SCAN_P99, True)]

@@ -22,6 +22,7 @@ import orjson
 
 from kinitiras_py.base import aiotasks
 from kinitiras_py.base.errors import KinitirasError
+from kinitiras_py.base.pacing import Slicer
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Api, ApiException, Resource
 
@@ -234,25 +235,32 @@ class Informer:
                 return items, str(meta.get("resourceVersion") or "")
 
     async def relist(self) -> None:
-        """List everything, replace the cache and run the handlers for the differences."""
+        """List everything, replace the cache and run the handlers for the differences.
+
+        The differences are dispatched in time slices (:class:`~kinitiras_py.base.pacing.Slicer`):
+        a list of 10,000 objects would otherwise hold the event loop, and every admission request
+        behind it, for as long as their handlers take."""
         fresh, version = await self._list()
         old, self._cache = self._cache, fresh
         self.resource_version = version
         self.relists += 1
-        unpack = self._unpack
-        for ns, bucket in old.items():
+        unpack, slicer = self._unpack, Slicer()
+        for ns, bucket in old.items():  # no longer the cache: nothing changes it while handlers run
             for name, packed in bucket.items():
                 if name not in fresh.get(ns, {}):
                     await self._dispatch("DELETED", unpack(packed))
-        for ns, bucket in fresh.items():
-            for name, packed in bucket.items():
+                    await slicer.turn()
+        # The cache, which a watch event applied between slices may change: iterate over a copy.
+        for ns, bucket in list(fresh.items()):
+            for name, packed in list(bucket.items()):
                 before = old.get(ns, {}).get(name)
                 if before is None:
                     await self._dispatch("ADDED", unpack(packed))
-                    continue
-                previous, obj = unpack(before), unpack(packed)
-                if _version(previous) != _version(obj):
-                    await self._dispatch("MODIFIED", obj, previous)
+                else:
+                    previous, obj = unpack(before), unpack(packed)
+                    if _version(previous) != _version(obj):
+                        await self._dispatch("MODIFIED", obj, previous)
+                await slicer.turn()
 
     async def _watch_once(self) -> bool:
         """Watch from the current resourceVersion until the server ends the stream.

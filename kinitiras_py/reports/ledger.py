@@ -10,6 +10,13 @@ Each object (by uid; by reference while it has none, as on CREATE) keeps its res
   loses its results everywhere.
 
 Every change returns the keys whose reports must be written again.
+
+A record keeps its results as tuples of strings, numbers and flags (:data:`Entry`), which the
+garbage collector stops tracking, not as result objects: at 10,000 Pods and 50 policies the ledger
+holds a million results, and as objects their three million parts made each full collection
+walk them for over a second, with admission waiting. A scan's results share one time per object,
+so equal results of many objects (a rule passing on every Pod) are one tuple, kept once
+(:data:`INTERNED`). They become :class:`Stamped` results when read.
 """
 
 from __future__ import annotations
@@ -23,7 +30,14 @@ from kinitiras_py.reports.build import Stamped
 
 Key = tuple[str, ResourceRef | None]
 """An object: ``(uid, None)``, or ``("", reference)`` while its uid is not known."""
-RuleKey = tuple[PolicyId, str, int]
+RuleKey = tuple[str, str | None, str, str, int]
+"""A rule: its policy's kind, namespace and name, the rule's type and index."""
+Entry = tuple[str, str | None, str, str, int, str, str, bool, bool, bool, bool, bool]
+"""A result: the :data:`RuleKey`, then the result, message and the five flags."""
+Found = tuple[Entry, float]
+"""A result and when it was found (Unix seconds)."""
+INTERNED = 65_536
+"""Distinct results the ledger shares between objects, at most (later ones are kept per object)."""
 
 
 def key_of(resource: ResourceRef, uid: str) -> Key:
@@ -31,8 +45,24 @@ def key_of(resource: ResourceRef, uid: str) -> Key:
     return (uid, None) if uid else ("", resource)
 
 
-def _rule(result: RuleResult) -> RuleKey:
-    return (result.policy, result.type, result.rule)
+def _entry(result: RuleResult) -> Entry:
+    policy = result.policy
+    return (policy.kind, policy.namespace, policy.name, result.type, result.rule, result.result, result.message,
+            result.patched, result.denied, result.warned, result.audited, result.skipped)
+
+
+def _rule(entry: Entry) -> RuleKey:
+    return entry[:5]
+
+
+def _result(entry: Entry) -> str:
+    return entry[5]
+
+
+def _stamped(found: Found) -> Stamped:
+    (kind, namespace, name, type_, rule, result, message, patched, denied, warned, audited, skipped), when = found
+    return Stamped(RuleResult(PolicyId(kind, namespace, name), rule, type_, result, message, patched, denied,
+                              warned, audited, skipped), when)
 
 
 @dataclass
@@ -41,17 +71,19 @@ class Record:
 
     resource: ResourceRef
     uid: str
-    scanned: dict[RuleKey, Stamped] = field(default_factory=dict)
-    admitted: dict[RuleKey, Stamped] = field(default_factory=dict)
+    scanned: tuple[Entry, ...] = ()
+    scanned_at: float = 0.0
+    """When the scan found :attr:`scanned`."""
+    admitted: dict[RuleKey, Found] = field(default_factory=dict)
 
     def results(self) -> list[Stamped]:
         """What its reports say: scan results, admission's where it is newer or the scan skipped."""
-        merged = dict(self.scanned)
+        merged = {_rule(entry): (entry, self.scanned_at) for entry in self.scanned}
         for rule, found in self.admitted.items():
             scanned = merged.get(rule)
-            if scanned is None or scanned.result.result == "skip" or scanned.when < found.when:
+            if scanned is None or _result(scanned[0]) == "skip" or scanned[1] < found[1]:
                 merged[rule] = found
-        return list(merged.values())
+        return [_stamped(found) for found in merged.values()]
 
 
 class Ledger:
@@ -60,6 +92,15 @@ class Ledger:
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._records: dict[Key, Record] = {}
+        self._entries: dict[Entry, Entry] = {}
+
+    def _interned(self, entry: Entry) -> Entry:
+        shared = self._entries.get(entry)
+        if shared is not None:
+            return shared
+        if len(self._entries) < INTERNED:
+            self._entries[entry] = entry
+        return entry
 
     def __len__(self) -> int:
         return len(self._records)
@@ -91,8 +132,8 @@ class Ledger:
         now = self._clock()
         record = self._record(resource, uid)
         record.resource = resource
-        record.scanned = {_rule(one): Stamped(one, now) for one in results}
-        skipped = {rule for rule, found in record.scanned.items() if found.result.result == "skip"}
+        record.scanned, record.scanned_at = tuple(self._interned(_entry(one)) for one in results), now
+        skipped = {_rule(entry) for entry in record.scanned if _result(entry) == "skip"}
         record.admitted = {rule: found for rule, found in record.admitted.items() if rule in skipped}
         return [key]
 
@@ -104,7 +145,8 @@ class Ledger:
         record = self._record(resource, uid)
         record.resource = resource
         for one in results:
-            record.admitted[_rule(one)] = Stamped(one, now)
+            entry = self._interned(_entry(one))
+            record.admitted[_rule(entry)] = (entry, now)
         return [key_of(resource, uid)]
 
     def resolve(self, key: Key, uid: str) -> Key:
@@ -119,7 +161,7 @@ class Ledger:
             self._records[new] = record
         else:
             for rule, found in record.admitted.items():
-                if rule not in known.admitted or known.admitted[rule].when < found.when:
+                if rule not in known.admitted or known.admitted[rule][1] < found[1]:
                     known.admitted[rule] = found
         return new
 
@@ -130,11 +172,11 @@ class Ledger:
 
     def forget_policy(self, policy: PolicyId) -> list[Key]:
         """The policy was deleted: its results go from every object."""
-        changed = []
+        changed, which = [], (policy.kind, policy.namespace, policy.name)
         for key, record in list(self._records.items()):
             before = len(record.scanned) + len(record.admitted)
-            record.scanned = {rule: found for rule, found in record.scanned.items() if rule[0] != policy}
-            record.admitted = {rule: found for rule, found in record.admitted.items() if rule[0] != policy}
+            record.scanned = tuple(entry for entry in record.scanned if entry[:3] != which)
+            record.admitted = {rule: found for rule, found in record.admitted.items() if rule[:3] != which}
             if len(record.scanned) + len(record.admitted) != before:
                 changed.append(key)
                 self._drop_empty(key)

@@ -9,7 +9,7 @@ import signal
 from collections.abc import Awaitable, Callable
 
 from kinitiras_py.admission.engine import Engine
-from kinitiras_py.base import aiotasks
+from kinitiras_py.base import aiotasks, collector
 from kinitiras_py.cluster import client as cluster_client
 from kinitiras_py.cluster.jswatch import HookFeed
 from kinitiras_py.cluster.policywatch import PolicyWatch
@@ -148,6 +148,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     watch.start()
     gauges = asyncio.get_running_loop().create_task(_update_gauges(watch, metrics), name="gauges")
     await server.start()
+    collector.manage(True)  # this process serves: it decides how its long-lived state is collected
     try:
         await watch.synced.wait()
         try:
@@ -156,6 +157,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         except TimeoutError:
             log.warning("the JavaScript watch hooks of some policies are still waiting for their objects")
         hooks_built.set()
+        # The policies and the informers' caches live as long as the process: out of the full
+        # collections' walk, which would pause admission (the scan settles again after each pass).
+        collector.settle("policies loaded, informers synced")
         if scanner is not None and certs.elector is None:
             await scanner.start()  # static certificates: no Lease, a single replica scans
         if settings.register:
@@ -183,6 +187,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         await http.close()
         await store.close()
         await api.close()
+        collector.manage(False)
 
 
 def update_gauges(watch: PolicyWatch, metrics: Metrics) -> None:

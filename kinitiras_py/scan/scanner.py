@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kinitiras_py.admission.results import RESULTS, ResourceRef, RuleResult
-from kinitiras_py.base import aiotasks
+from kinitiras_py.base import aiotasks, collector
+from kinitiras_py.base.pacing import Slicer
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.informers import Informer
@@ -38,7 +39,6 @@ from kinitiras_py.scan import kinds
 from kinitiras_py.scan.evaluation import Context, Evaluator, evaluator
 from kinitiras_py.scan.feed import Feed, Key
 from kinitiras_py.scan.metrics import ScanMetrics
-from kinitiras_py.scan.pacing import Slicer
 from kinitiras_py.scan.plans import Plan, plan
 from kinitiras_py.scan.sink import ReportSink
 
@@ -297,6 +297,8 @@ class Scanner:
         if self.metrics is not None:
             self.metrics.pass_duration.set(took)
             self.metrics.last_pass.set(time.time())
+        # What the pass built lives until the next one: out of the full collections' walk.
+        collector.settle(f"scan pass {self.passes}")
         if self.passes == 1:  # every object has been published: reports nobody holds are stale
             job = asyncio.get_running_loop().create_task(self._sweep(), name="scan-sweep")
             self._jobs.add(job)

@@ -9,6 +9,9 @@ Against the real API server, with a short ``--scan-period``:
   is killed with SIGKILL, the follower takes the Lease, the scan and the reports over: a Pod created
   afterwards gets its ``fail``, a fix its ``pass``, earlier reports stay right, and each object
   has exactly one report (`kubectl get policyreport -A` shows the counts).
+
+The replica's log shows it froze its long-lived state for the garbage collector once synced and
+again after a full scan pass.
 """
 
 from __future__ import annotations
@@ -97,7 +100,11 @@ def test_reports_follow_a_policy_a_fix_and_deletions(rig: Rig) -> None:
         rig.cluster.kubectl("delete", "cvp", name, "--ignore-not-found")
     within(PERIOD, lambda: all(report_of(rig.cluster, rig.objects, uid) is None for uid in uids.values()),
            "the policy deleted, every report goes")
-    assert "Traceback" not in replica.log.read_text(errors="replace"), replica.log_tail()
+    log = replica.log.read_text(errors="replace")
+    assert "Traceback" not in log, replica.log_tail()
+    # The process froze its long-lived state once synced, and again after a full pass (base/collector.py).
+    synced, passed = log.find("gc: policies loaded, informers synced"), log.find("gc: scan pass 1:")
+    assert 0 <= synced < passed, replica.log_tail()
 
 
 def test_a_new_leader_takes_scan_and_reports_over_without_duplicates(rig: Rig) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import tracemalloc
 from typing import Any
 
@@ -10,6 +11,7 @@ import aiohttp
 import orjson
 import pytest
 
+from kinitiras_py.base import pacing
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.informers import Gone, Informer, _packed
 from tests.unit.cluster.conftest import END, FakeApi, api_error, cm, eventually, page
@@ -263,3 +265,43 @@ def test_a_packed_object_holds_only_its_text() -> None:
         tracemalloc.stop()
     assert orjson.loads(packed) == obj
     assert held < 2 * len(packed)  # orjson's own bytes object would keep an 8 KiB buffer
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["dicts", "compact"])
+async def test_a_relist_of_many_objects_gives_the_event_loop_turns(fake: FakeApi, compact: bool,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a slice of 0 s every handler is followed by a turn of the event loop: a ticker task
+    (standing for admission requests) runs between any two of a relist's events, on the first list
+    and on a relist after a 410 (deletions, changes and additions alike)."""
+    monkeypatch.setattr(pacing, "SLICE", 0.0)
+    first = [cm(f"c{i:03d}", "1") for i in range(300)]
+    fake.route("GET", PATH, page(first, "1"))
+    inf = informer(fake, compact=compact)
+    ticks = 0
+    handled_at: collections.Counter[int] = collections.Counter()
+
+    async def note(*_objs: Any) -> None:
+        handled_at[ticks] += 1
+
+    inf.on_add(note)
+    inf.on_update(note)
+    inf.on_delete(note)
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+
+    ticking = asyncio.get_running_loop().create_task(ticker())
+    try:
+        await inf.relist()
+        # Then: 100 deleted, 100 changed, 100 kept, 100 new.
+        fake.route("GET", PATH, page([*(cm(f"c{i:03d}", "2" if i < 200 else "1") for i in range(100, 300)),
+                                      *(cm(f"n{i:03d}", "2") for i in range(100))], "2"))
+        await inf.relist()
+    finally:
+        ticking.cancel()
+    assert sum(handled_at.values()) == 300 + 100 + 100 + 100
+    assert max(handled_at.values()) == 1
+    assert len(inf) == 300

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+
+import pytest
+
 from kinitiras_py.admission.results import ResourceRef, RuleResult
 from kinitiras_py.engine.policies.results import PolicyId
+from kinitiras_py.reports import ledger as ledger_module
 from kinitiras_py.reports.ledger import Ledger
 from kinitiras_py.reports.sink import MemorySink
 
@@ -86,3 +91,38 @@ async def test_the_memory_sink_builds_the_reports_the_writer_would() -> None:
     await sink.forget_policy(A)
     assert sink.reports() == []
     assert sink.changes == [(UID, None), ("", POD), (UID, None)]
+
+
+def test_results_are_kept_where_the_garbage_collector_does_not_walk_them() -> None:
+    """At 10,000 Pods and 50 policies the ledger holds a million results: kept as objects, each full
+    collection walked them all (over a second). Kept as tuples of plain values, the collector stops
+    tracking them, and they come back as the same results."""
+    ledger = Ledger(Clock())
+    results = [RuleResult(policy, rule, "validate", "fail" if rule else "skip", f"message {rule}", audited=True)
+               for policy in (A, B) for rule in range(50)]
+    ledger.publish(POD, UID, results)
+    ledger.admit(POD, UID, [RuleResult(A, 0, "validate", "pass")])
+    gc.collect()
+    record = ledger.get((UID, None))
+    assert record is not None
+    assert not any(gc.is_tracked(one) for one in (*record.scanned, *record.admitted.values()))
+    gc.collect()  # a container is let go at the collection after its contents
+    assert not gc.is_tracked(record.scanned) and not gc.is_tracked(record.admitted)
+    assert [s.result for s in record.results()] == [RuleResult(A, 0, "validate", "pass"), *results[1:]]
+
+
+def test_equal_results_of_many_objects_are_kept_once_up_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger = Ledger(Clock())
+    for uid in ("u1", "u2"):
+        ledger.publish(POD, uid, [RuleResult(A, 0, "validate", "pass"), RuleResult(A, 1, "validate", "fail", uid)])
+    one, two = ledger.get(("u1", None)), ledger.get(("u2", None))
+    assert one is not None and two is not None
+    assert one.scanned[0] is two.scanned[0]  # the same pass: one tuple
+    assert one.scanned[1] != two.scanned[1]  # messages differ
+    assert [s.result.message for s in two.results()] == ["", "u2"] and two.scanned_at > one.scanned_at
+    monkeypatch.setattr(ledger_module, "INTERNED", 3)  # three kept: later ones stay each object's own
+    ledger.publish(POD, "u3", [RuleResult(B, 0, "validate", "pass")])
+    ledger.publish(POD, "u4", [RuleResult(B, 0, "validate", "pass")])
+    three, four = ledger.get(("u3", None)), ledger.get(("u4", None))
+    assert three is not None and four is not None
+    assert three.scanned[0] == four.scanned[0] and three.scanned[0] is not four.scanned[0]

@@ -8,13 +8,13 @@ import collections
 import pytest
 from prometheus_client import CollectorRegistry
 
+from kinitiras_py.base import pacing
+from kinitiras_py.base.pacing import Slicer
 from kinitiras_py.bench.scanscale import Preloaded
 from kinitiras_py.offline.static import StaticStore
-from kinitiras_py.scan import pacing
 from kinitiras_py.scan.evaluation import Context
 from kinitiras_py.scan.feed import Key
 from kinitiras_py.scan.metrics import ScanMetrics
-from kinitiras_py.scan.pacing import Slicer
 from kinitiras_py.scan.scanner import Scanner
 from tests.scanfakes import MemorySink
 from tests.unit.registration.test_rules import FakeCatalog

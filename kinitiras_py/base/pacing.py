@@ -1,7 +1,8 @@
-"""Time slices: long loops of the scan give the event loop a turn every ``SLICE`` seconds.
+"""Time slices: long loops give the event loop a turn every ``SLICE`` seconds.
 
-A loop over every watched object (queueing a pass, announcing a first list) is cheap per object
-but long at 10,000 objects; held in one stretch it delays every admission request behind it.
+A loop over every watched object (an informer's relist, queueing a scan pass, announcing a first
+list) is cheap per object but long at 10,000 objects; held in one stretch it delays every admission
+request behind it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 __all__ = ["SLICE", "Slicer"]
 
 SLICE = 0.001
-"""Seconds a scan loop may hold the event loop before it yields."""
+"""Seconds a long loop may hold the event loop before it yields."""
 
 
 class Slicer:

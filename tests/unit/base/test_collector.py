@@ -1,0 +1,60 @@
+"""The garbage-collector policy: what is settled leaves the full collections' walk, and only in a
+process that manages it; full collections are timed."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from kinitiras_py.base import collector
+
+
+@pytest.fixture
+def managed() -> Iterator[None]:
+    collector.manage(True)
+    try:
+        yield
+    finally:
+        collector.manage(False)
+
+
+class Node:
+    """A tracked object (instances of a class are)."""
+
+
+def test_settle_freezes_what_lives_and_manage_off_unfreezes_it(managed: None) -> None:
+    long_lived = [Node() for _ in range(1000)]
+    assert collector.settle("test") == gc.get_freeze_count() >= len(long_lived)
+    walked = {id(obj) for obj in gc.get_objects()}
+    assert not walked & {id(obj) for obj in long_lived}  # out of every generation the collector walks
+    collector.manage(False)
+    assert gc.get_freeze_count() == 0 and not collector.managed()
+    assert {id(obj) for obj in long_lived} <= {id(obj) for obj in gc.get_objects()}
+
+
+def test_settle_leaves_the_collector_alone_unless_the_process_manages_it() -> None:
+    assert not collector.managed()
+    assert collector.settle("a library user") == 0 and gc.get_freeze_count() == 0
+
+
+def test_settle_collects_young_cycles_before_freezing(managed: None) -> None:
+    garbage = Node()
+    garbage.me = garbage  # type: ignore[attr-defined]  # a cycle: only a collection frees it
+    gone = weakref.ref(garbage)
+    del garbage
+    collector.settle("test")
+    assert gone() is None  # collected, not frozen for ever
+
+
+def test_pauses_times_full_collections_only() -> None:
+    seen: list[float] = []
+    with collector.Pauses(seen.append) as pauses:
+        gc.collect(0)
+        gc.collect(1)
+        gc.collect()
+        gc.collect()
+    gc.collect()  # no longer timed
+    assert len(pauses.full) == 2 and seen == pauses.full and all(p >= 0 for p in pauses.full)
