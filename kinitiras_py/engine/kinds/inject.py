@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kinitiras_py.api.overrides import OverrideRule, OverrideRuleTemplate
 from kinitiras_py.base.errors import PolicyError
-from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.checking.checker import Checker
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kinds.base import Inputs, OverrideStep, patch_ops
@@ -33,14 +34,15 @@ class InjectOverrider:
         run.apply(patch_ops(self.program.evaluate(run.inputs()), "the rendered template", True))
 
 
-def compile_override(checker: Checker, errors: list[PolicyError], rule: Obj, template: JSON, path: str,
+def compile_override(checker: Checker, errors: list[PolicyError], rule: OverrideRule,
+                     template: OverrideRuleTemplate | None, path: str,
                      program: cel.Program | None) -> InjectOverrider | None:
     """The inject ``template`` of ``rule`` (overriders at ``path``) with its rendered ``program``;
     None when ``template`` is not an inject template (or its program was refused)."""
-    on_conflict = injecting.on_conflict(template)
-    if on_conflict is None:
+    if template is None or template.type != "inject":
         return None
-    errors += injecting.rule_problems(rule, path)
-    assert isinstance(template, dict)  # on_conflict says so
-    marker = checker.collect(errors, injecting.own_marker, template, f"{path}.template")
+    on_conflict = injecting.on_conflict(template.raw)
+    assert on_conflict is not None  # an inject template has one
+    errors += injecting.rule_problems(rule.raw, path)
+    marker = checker.collect(errors, injecting.own_marker, template.raw, f"{path}.template")
     return None if program is None else InjectOverrider(program, on_conflict, marker)
