@@ -58,7 +58,7 @@ def _sidecar(checker: Checker, errors: list[PolicyError], template: OverrideRule
     errors += boundary.problems(checker.namespace, f"{path}.sidecar.configMapRef", "v1", "ConfigMap",
                                 config_map and config_map.namespace, config_map and config_map.name)
     for name, ref in block.value_refs.items():
-        check_reference(checker, ref and ref.raw, f"{path}.sidecar.valueRefs[{name}]")
+        check_reference(checker, ref, f"{path}.sidecar.valueRefs[{name}]")
         if ref is not None and ref.from_ in REF_SOURCES_WITH_PARAMS:
             refs[PARAM_PREFIX + str(name)] = ref.raw  # resolved as written, on every request
     if rule.config_map is not None:

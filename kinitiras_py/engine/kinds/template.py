@@ -58,7 +58,7 @@ def compile_override(checker: Checker, errors: list[PolicyError], template: Over
         errors += _metadata_keys(template, path)
     ref = template.value_ref
     if ref is not None:
-        check_reference(checker, ref.raw, f"{path}.valueRef")
+        check_reference(checker, ref, f"{path}.valueRef")
         if ref.from_ in REF_SOURCES_WITH_PARAMS and not _written(template.value):
             refs["valueRef"] = ref.raw  # resolved as written, on every request
     checker.check_cel(errors, rendered, path, refs)
@@ -123,7 +123,7 @@ def compile_check(checker: Checker, errors: list[PolicyError], template: Validat
     written = (("dataRef", cond.data_ref), ("valueRef", cond.value_ref)) if cond is not None else ()
     for name, ref in written:
         if ref is not None:
-            check_reference(checker, ref.raw, f"{cpath}.{name}")
+            check_reference(checker, ref, f"{cpath}.{name}")
             if ref.from_ in REF_SOURCES_WITH_PARAMS:
                 refs[name] = ref.raw  # resolved as written, on every request
     checker.check_cel(errors, rendered, path, refs)

@@ -73,8 +73,8 @@ def compile_policy(obj: Obj) -> EitherPolicy:
         override_rules = _rules(checker, spec.override_rules, "overrideRules", override_rule, rendered)
     rules: Sequence[CompiledRule] = validate_rules or override_rules
     refs = checker.run(policylevel.value_refs, written_refs) or {}
-    for name, value_ref in refs.items():  # not ``ref``: that names the policy in its errors
-        check_reference(checker, value_ref, f"spec.valueRefs.{name}")
+    for name in refs:
+        check_reference(checker, written_refs[name], f"spec.valueRefs.{name}")
     conditions = checker.run(policylevel.match_conditions, checker,
                              spec.match_conditions if spec is not None else [], refs)
     # Only our own marker is named after the policy; a rule's own marker key is checked with the rule.
