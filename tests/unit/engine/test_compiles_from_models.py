@@ -23,7 +23,7 @@ RAW_READS = {
     ("policies/compiling.py", "_selector_warnings"),
     # Renderers and checkers outside these packages that still read JSON (left for later).
     ("policies/compiling.py", "_check_selectors"), ("policies/policylevel.py", "match_conditions"),
-    ("kinds/inject.py", "compile_override"), ("kinds/javascript.py", "_load"), ("kinds/select.py", "compile_select"),
+    ("kinds/javascript.py", "_load"), ("kinds/select.py", "compile_select"),
     ("kinds/sidecar.py", "_sidecar"), ("kinds/template.py", "compile_override"),
     ("kinds/template.py", "_metadata_keys"), ("kinds/template.py", "compile_check"),
 }
