@@ -7,7 +7,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import kinitiras_py.engine as engine
+from kinitiras_py.api.policies import API_VERSION
+from kinitiras_py.base.errors import PolicyErrors
+from kinitiras_py.engine.policies.compiling import compile_policy
 
 PACKAGES = ("policies", "kinds", "checking")
 ROOT = Path(engine.__file__).resolve().parent
@@ -62,3 +67,16 @@ def test_raw_json_is_read_only_where_listed() -> None:
 
 def test_get_is_called_only_on_run_time_values() -> None:
     assert _found("get") == GET_CALLS
+
+
+def test_a_field_that_fails_its_model_does_not_hide_the_rest_of_its_rule() -> None:
+    """The partial model leaves out the ``cel`` that is not a string: the rule's script is still
+    checked (reading the raw dicts, compiling that number gave up on the whole rule)."""
+    script = {"source": "function jsa_mutate(obj) { return {Result: obj} }",
+              "marker": {"annotation": "not a key!", "name": "r"}}
+    policy = {"apiVersion": API_VERSION, "kind": "ClusterOverridePolicy", "metadata": {"name": "p"},
+              "spec": {"overrideRules": [{"overriders": {"cel": 0.25, "javascript": script}}]}}
+    with pytest.raises(PolicyErrors) as caught:
+        compile_policy(policy)
+    assert [e.path for e in caught.value.errors] == ["spec.overrideRules[0].overriders.cel",
+                                                     "spec.overrideRules[0].overriders.javascript.marker.annotation"]
