@@ -187,8 +187,26 @@ def _ref(kind: str, namespace: Any, name: Any) -> str:
 
 def parse_policy(obj: JSON) -> Policy:
     """Build the model of a policy; raise ``PolicyErrors`` (every problem, with its field path)."""
+    model, errors = _parse_policy(obj, partial=False)
+    if errors or model is None:
+        raise PolicyErrors(errors, policy_ref(obj) if isinstance(obj, dict) else None)
+    return model
+
+
+def parse_policy_partial(obj: JSON) -> tuple[Policy | None, list[PolicyError]]:
+    """The model of a policy built as far as it goes, and every problem with its field path.
+
+    The model is None only when ``obj`` is not one of our kinds (not an object, wrong
+    ``apiVersion`` or ``kind``). Otherwise a field that failed is reported and left absent (at its
+    default, else None, even where its type says it is required), so the rest is still a typed
+    model for the semantic checks: see :func:`.schema.parse_into`.
+    """
+    return _parse_policy(obj, partial=True)
+
+
+def _parse_policy(obj: JSON, partial: bool) -> tuple[Policy | None, list[PolicyError]]:
     if not isinstance(obj, dict):
-        raise PolicyErrors([PolicyError("", f"a policy must be an object, got {schema.json_type(obj)}")])
+        return None, [PolicyError("", f"a policy must be an object, got {schema.json_type(obj)}")]
     errors: list[PolicyError] = []
     if obj.get("apiVersion") != API_VERSION:
         errors.append(PolicyError("apiVersion", schema.unsupported(obj.get("apiVersion"), (API_VERSION,))))
@@ -196,18 +214,18 @@ def parse_policy(obj: JSON) -> Policy:
     if cls is None:
         errors.append(PolicyError("kind", schema.unsupported(obj.get("kind"), tuple(KINDS))))
     if errors or cls is None:
-        raise PolicyErrors(errors, policy_ref(obj))
+        return None, errors
     errors.extend(PolicyError(str(key), "unknown field") for key in obj if key not in ENVELOPE)
     parts: dict[str, Any] = {
-        "metadata": schema.parse_into(ObjectMeta, obj.get("metadata") or {}, "metadata", errors),
+        "metadata": schema.parse_into(ObjectMeta, obj.get("metadata") or {}, "metadata", errors, partial),
         "raw": obj,
     }
     if obj.get("spec") is not None:
-        parts["spec"] = schema.parse_into(cls.SPEC, obj["spec"], "spec", errors)
+        parts["spec"] = schema.parse_into(cls.SPEC, obj["spec"], "spec", errors, partial)
     elif cls.SPEC_REQUIRED:
         errors.append(PolicyError("spec", "required field is missing"))
     if obj.get("status") is not None:
-        parts["status"] = schema.parse_into(PolicyStatus, obj["status"], "status", errors)
-    if errors:
-        raise PolicyErrors(errors, policy_ref(obj))
-    return cls(**parts)
+        parts["status"] = schema.parse_into(PolicyStatus, obj["status"], "status", errors, partial)
+    if errors and not partial:
+        return None, errors
+    return cls(**parts), errors

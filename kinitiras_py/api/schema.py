@@ -269,9 +269,15 @@ def parse(cls: type[M], data: JSON, path: str = "") -> M:
     return model
 
 
-def parse_into(cls: type[M], data: JSON, path: str, errors: list[PolicyError]) -> M | None:
-    """Like :func:`parse`, but append problems to ``errors``; None when ``data`` has any problem."""
-    model = _parse(Node("object", model=cls), data, path, errors)
+def parse_into(cls: type[M], data: JSON, path: str, errors: list[PolicyError], partial: bool = False) -> M | None:
+    """Like :func:`parse`, but append problems to ``errors``; None when ``data`` has any problem.
+
+    ``partial`` builds what it can instead: a field whose value fails is reported and left at its
+    default (None without one; a required field too), a list or map keeps its items' places (an
+    item that is not even an object is None), and a model is None only when ``data`` is not an
+    object. ``problems()`` runs only on a model with no problem inside, as it does when not partial.
+    """
+    model = _parse(Node("object", model=cls), data, path, errors, partial)
     return typing.cast("M | None", model)
 
 
@@ -305,25 +311,25 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _parse(node: Node, value: JSON, path: str, errors: list[PolicyError]) -> Any:
+def _parse(node: Node, value: JSON, path: str, errors: list[PolicyError], partial: bool) -> Any:
     kind = node.kind
     if kind == "any":
         return value
     if kind == "object":
         assert node.model is not None
-        return _parse_object(node.model, value, path, errors)
+        return _parse_object(node.model, value, path, errors, partial)
     if kind == "array":
         assert node.item is not None
         if not isinstance(value, list):
             errors.append(PolicyError(path, f"must be of type array, got {json_type(value)}"))
             return None
-        return [_parse(node.item, item, f"{path}[{i}]", errors) for i, item in enumerate(value)]
+        return [_parse(node.item, item, f"{path}[{i}]", errors, partial) for i, item in enumerate(value)]
     if kind == "map":
         assert node.item is not None
         if not isinstance(value, dict):
             errors.append(PolicyError(path, f"must be of type object, got {json_type(value)}"))
             return None
-        return {str(k): _parse(node.item, v, f"{path}[{k}]", errors) for k, v in value.items()}
+        return {str(k): _parse(node.item, v, f"{path}[{k}]", errors, partial) for k, v in value.items()}
     return _parse_scalar(node, value, path, errors)
 
 
@@ -360,13 +366,19 @@ def _parse_scalar(node: Node, value: JSON, path: str, errors: list[PolicyError])
     return value
 
 
-def _parse_object(cls: type[Model], value: JSON, path: str, errors: list[PolicyError]) -> Model | None:
+_ABSENT: dict[NodeKind, Callable[[], Any]] = {"array": list, "map": dict}
+"""A required field that failed, in a partial model: an empty list or map, else None."""
+
+
+def _parse_object(cls: type[Model], value: JSON, path: str, errors: list[PolicyError], partial: bool
+                  ) -> Model | None:
     if not isinstance(value, dict):
         errors.append(PolicyError(path, f"must be of type object, got {json_type(value)}"))
         return None
     before = len(errors)
     by_json = {f.json: f for f in fields_of(cls)}
     kwargs: dict[str, Any] = {}
+    given: set[str] = set()
     for key, item in value.items():
         spec = by_json.get(key)
         if spec is None:
@@ -377,18 +389,23 @@ def _parse_object(cls: type[Model], value: JSON, path: str, errors: list[PolicyE
         if item is None:  # the API server prunes nulls: same as absent
             continue
         sub = _join(path, key)
-        kwargs[spec.attr] = _parse(spec.node, item, sub, errors)
+        given.add(spec.attr)
+        parsed = _parse(spec.node, item, sub, errors, partial)
+        if parsed is not None:  # a value that failed outright is absent: its default applies
+            kwargs[spec.attr] = parsed
         if spec.prop.min_items is not None and isinstance(item, list) and len(item) < spec.prop.min_items:
             errors.append(PolicyError(sub, _at_least(spec.prop.min_items)))
     for spec in by_json.values():
         if spec.attr in kwargs:
             continue
-        if spec.prop.required:
+        if spec.prop.required and spec.attr not in given:
             errors.append(PolicyError(_join(path, spec.json), "required field is missing"))
-        elif spec.prop.default is not _UNSET:
+        if spec.prop.default is not _UNSET:
             kwargs[spec.attr] = copy.deepcopy(spec.prop.default)
+        elif spec.prop.required and partial:
+            kwargs[spec.attr] = _ABSENT.get(spec.node.kind, lambda: None)()
     if len(errors) > before:
-        return None
+        return cls(raw=value, **kwargs) if partial else None
     model = cls(raw=value, **kwargs)
     errors.extend(PolicyError(_join(path, rel), reason) for rel, reason in model.problems())
     return model

@@ -171,6 +171,19 @@ def test_documents_that_are_not_policies_are_refused(doc: Any) -> None:
     check(doc)
 
 
+@given(generated_policies() | damaged_examples() | JUNK)
+def test_partial_parsing_reports_what_parsing_does(policy: Any) -> None:
+    """The compiler reads the partial model: it must report every problem ``parse_policy`` does, in
+    the same order, and give the same model when there is none."""
+    model, errors = policies.parse_policy_partial(policy)
+    try:
+        strict = policies.parse_policy(policy)
+    except PolicyErrors as e:
+        assert [(x.path, x.reason) for x in errors] == [(x.path, x.reason) for x in e.errors]
+        return
+    assert errors == [] and model == strict
+
+
 TEXT = st.text(max_size=20) | st.sampled_from(NASTY_STRINGS + PLAUSIBLE_STRINGS)
 
 

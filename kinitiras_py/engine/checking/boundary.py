@@ -12,6 +12,7 @@ to the namespace and name its placeholders produced (:func:`bound`, by ``refs.sc
 
 from __future__ import annotations
 
+from kinitiras_py.api.refs import ResourceRefer
 from kinitiras_py.base.errors import KinitirasError, PolicyError
 
 ALLOWED_CLUSTER = frozenset({("", "Namespace")})
@@ -90,20 +91,19 @@ def problems(policy_namespace: str | None, where: str, api_version: str, kind: s
     return []
 
 
-def reference_problems(policy_namespace: str | None, ref: object, path: str) -> list[PolicyError]:
+def reference_problems(policy_namespace: str | None, ref: ResourceRefer, path: str) -> list[PolicyError]:
     """:func:`problems` of a value reference at ``path``: its ``k8s`` object and its
     ``http.auth.secretRef`` Secret."""
-    if policy_namespace is None or not isinstance(ref, dict):
+    if policy_namespace is None:
         return []
     found: list[PolicyError] = []
-    k8s = ref.get("k8s")
-    if ref.get("from") == "k8s" and isinstance(k8s, dict):
-        found += problems(policy_namespace, f"{path}.k8s", str(k8s.get("apiVersion", "")), str(k8s.get("kind", "")),
-                          k8s.get("namespace"), k8s.get("name"))
-    http = ref.get("http")
-    auth = http.get("auth") if isinstance(http, dict) else None
-    secret = auth.get("secretRef") if isinstance(auth, dict) else None
-    if ref.get("from") == "http" and isinstance(secret, dict):
-        found += problems(policy_namespace, f"{path}.http.auth.secretRef", "v1", "Secret", secret.get("namespace"),
-                          secret.get("name"))
+    k8s = ref.k8s
+    if ref.from_ == "k8s" and k8s is not None:
+        found += problems(policy_namespace, f"{path}.k8s", k8s.api_version or "", k8s.kind or "",
+                          k8s.namespace, k8s.name)
+    auth = ref.http.auth if ref.http is not None else None
+    secret = auth.secret_ref if auth is not None else None
+    if ref.from_ == "http" and secret is not None:
+        found += problems(policy_namespace, f"{path}.http.auth.secretRef", "v1", "Secret", secret.namespace,
+                          secret.name)
     return found

@@ -8,13 +8,12 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
+from kinitiras_py.api.refs import ResourceRefer
 from kinitiras_py.base.errors import CelCompileError, PolicyError, PolicyErrors
-from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.checking import boundary, shapes
 from kinitiras_py.engine.evaluation import cel, celshapes
 
-SECRET_FIELDS = ("password", "staticToken")
-"""``http.auth`` fields that hold a secret and belong in a Secret (``secretRef``)."""
 REF_SOURCES_WITH_PARAMS = ("k8s", "owner", "http")
 
 
@@ -80,16 +79,6 @@ class Checker:
         return None
 
 
-def dict_of(value: JSON) -> Obj:
-    """``value`` when it is an object, else an empty one (the raw policy may have any shape)."""
-    return value if isinstance(value, dict) else {}
-
-
-def list_of(value: JSON) -> list[Any]:
-    """``value`` when it is a list, else an empty one."""
-    return value if isinstance(value, list) else []
-
-
 @functools.lru_cache(maxsize=4096)
 def compile_cel(source: str, path: str) -> cel.Program:
     """``source`` compiled (cached); PolicyErrors naming ``path`` when it is not valid CEL."""
@@ -113,26 +102,32 @@ def user_cel(source: str, path: str, wanted: tuple[str, ...], what: str) -> cel.
     return program
 
 
-def check_reference(checker: Checker, ref: JSON, path: str) -> None:
+def check_reference(checker: Checker, ref: ResourceRefer | None, path: str) -> None:
     """A value reference's checks beyond its model: what a namespaced policy may not read
-    (refused), http references noted and inline credentials warned about (check_http_ref)."""
+    (refused), http references noted and inline credentials warned about (check_http_ref).
+    None (a reference that is not even an object, in a partial model) has none."""
+    if ref is None:
+        return
     checker.errors += boundary.reference_problems(checker.namespace, ref, path)
     check_http_ref(checker, ref, path)
 
 
-def check_http_ref(checker: Checker, ref: JSON, path: str) -> None:
+def check_http_ref(checker: Checker, ref: ResourceRefer, path: str) -> None:
     """Note an http reference at ``path`` (the operator's egress setting judges them when the policy
     is admitted); warn about credentials written into the policy instead of a Secret."""
-    http = dict_of(dict_of(ref).get("http"))
-    if dict_of(ref).get("from") == "http" and http:
-        checker.http_refs.append((path, http))
-    auth = dict_of(http.get("auth"))
-    for name in SECRET_FIELDS:
-        if auth.get(name):
+    http = ref.http
+    if http is None:
+        return
+    if ref.from_ == "http" and http.raw:
+        checker.http_refs.append((path, http.raw))  # judged as written (:mod:`...admission.httprefs`)
+    auth = http.auth
+    secrets = (("password", auth.password), ("staticToken", auth.static_token)) if auth is not None else ()
+    for name, secret in secrets:
+        if secret:
             checker.warn(f"{path}.http.auth.{name}",
                          f"the {name} is written inline in the policy, where anyone allowed to read "
                          "policies can see it; store it in a Secret and reference it with secretRef")
-    for header in dict_of(http.get("header")):
+    for header in http.header:
         if str(header).lower() in ("authorization", "proxy-authorization"):
             checker.warn(f"{path}.http.header.{header}",
                          "a credential header is written inline in the policy; use auth with secretRef")

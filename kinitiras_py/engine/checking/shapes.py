@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
+from kinitiras_py.api.selectors import ResourceSelector
 from kinitiras_py.engine.objects import selectors, workloads
 
 REQUEST_FIELDS = ("operation", "namespace", "userInfo", "dryRun")
@@ -56,13 +56,13 @@ class Kinds:
     known: tuple[tuple[str, str], ...] | None
 
     @classmethod
-    def of(cls, sels: Iterable[Any]) -> Kinds:
-        """The kinds the resource selectors ``sels`` (as written) can select."""
+    def of(cls, sels: Iterable[ResourceSelector | None]) -> Kinds:
+        """The kinds the resource selectors ``sels`` can select (None: a selector that failed its model)."""
         found: list[tuple[str, str]] = []
         for sel in sels:
-            group = selectors.selector_group(str(sel.get("apiVersion") or "")) if isinstance(sel, dict) else None
-            kind = sel.get("kind") if isinstance(sel, dict) else None
-            if group is None or not isinstance(kind, str) or kind in ("", "*"):
+            group = selectors.selector_group(sel.api_version or "") if sel is not None else None
+            kind = sel.kind if sel is not None else None
+            if group is None or not kind or kind == "*":
                 return cls(None)
             found.append((group, kind))
         return cls(tuple(found) or None)

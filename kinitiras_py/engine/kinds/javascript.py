@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kinitiras_py.api.overrides import Overriders
+from kinitiras_py.api.validations import ValidateRule
 from kinitiras_py.base.errors import PolicyError
-from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.checking.checker import Checker
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.kinds.base import Inputs, OverrideStep
@@ -42,24 +43,32 @@ class JavascriptCheck:
         return None if valid else reason
 
 
-def _load(checker: Checker, errors: list[PolicyError], holder: Obj, function: str,
-               path: str) -> jsrules.JsProgram | None:
-    """The rule's ``javascript`` loaded for ``function``; None when absent or refused."""
-    if "javascript" not in holder:
+def written(holder: Overriders | ValidateRule) -> bool:
+    """Whether ``holder`` (overriders or a validate rule) has a ``javascript``; one written as null
+    counts, and is refused for its missing source."""
+    return holder.javascript is not None or "javascript" in holder.raw
+
+
+def _load(checker: Checker, errors: list[PolicyError], holder: Overriders | ValidateRule, function: str,
+          path: str) -> jsrules.JsProgram | None:
+    """The ``javascript`` of ``holder`` loaded for ``function``; None when absent or refused."""
+    if not written(holder):
         return None
-    program: jsrules.JsProgram | None = checker.collect(errors, jsrules.compile_javascript, holder["javascript"],
+    script = None if holder.javascript is None else holder.javascript.raw
+    program: jsrules.JsProgram | None = checker.collect(errors, jsrules.compile_javascript, script,
                                                         function, f"{path}.javascript", checker.ref)
     return program
 
 
-def compile_override(checker: Checker, errors: list[PolicyError], overriders: Obj,
+def compile_override(checker: Checker, errors: list[PolicyError], overriders: Overriders,
                      path: str) -> JavascriptOverrider | None:
     """The ``javascript`` of the ``overriders`` at ``path`` loaded for ``jsa_mutate``; None when absent or refused."""
     program = _load(checker, errors, overriders, jsrules.MUTATE, path)
     return None if program is None else JavascriptOverrider(program)
 
 
-def compile_check(checker: Checker, errors: list[PolicyError], rule: Obj, path: str) -> JavascriptCheck | None:
+def compile_check(checker: Checker, errors: list[PolicyError], rule: ValidateRule,
+                  path: str) -> JavascriptCheck | None:
     """The ``javascript`` of the validate ``rule`` at ``path`` loaded for ``jsa_validate``; None when absent
     or refused."""
     program = _load(checker, errors, rule, jsrules.VALIDATE, path)

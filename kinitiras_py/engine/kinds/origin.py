@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kinitiras_py.api.overrides import OverrideRuleOrigin
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine.checking.checker import list_of
 from kinitiras_py.engine.kinds.base import OverrideStep
 from kinitiras_py.engine.rules import origin
 
@@ -22,8 +22,9 @@ class OriginOverrider:
         origin.apply_origin(run.draft.doc, self.entries, run.rule, run.apply)
 
 
-def compile_override(errors: list[PolicyError], written: object, path: str) -> OriginOverrider | None:
+def compile_override(errors: list[PolicyError], written: list[OverrideRuleOrigin], path: str) -> OriginOverrider | None:
     """The ``origin`` entries at ``path`` checked; None when absent (or empty)."""
-    entries = list_of(written)
+    # The entries are applied as written (:mod:`..rules.origin` reads their JSON).
+    entries = [entry.raw if entry is not None else None for entry in written]
     errors += origin.validate_origin(entries, path)
     return OriginOverrider(entries) if entries else None

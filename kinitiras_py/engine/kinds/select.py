@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from kinitiras_py.api.overrides import PlaintextOverrider as PlaintextOperation
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import Obj, Patch
 from kinitiras_py.engine.checking.checker import Checker, compile_cel
@@ -26,16 +27,16 @@ class Selected(NamedTuple):
         return fanout.operations(self.program.evaluate(inputs), op, self.depth)
 
 
-def selects(op: object) -> bool:
+def selects(op: PlaintextOperation) -> bool:
     """Whether a plaintext operation fans out (has ``select`` or ``valueTemplate``)."""
-    return isinstance(op, dict) and (op.get("select") is not None or op.get("valueTemplate") is not None)
+    return op.select is not None or op.value_template is not None
 
 
-def compile_select(checker: Checker, errors: list[PolicyError], op: Obj, index: int, j: int, where: str,
-                   refs: Iterable[str]) -> Selected | None:
+def compile_select(checker: Checker, errors: list[PolicyError], op: PlaintextOperation, index: int, j: int,
+                   where: str, refs: Iterable[str]) -> Selected | None:
     """The fanned-out operation ``op`` (``plaintext[j]`` of rule ``index``, at ``where``) rendered,
     compiled and checked; its CEL is written back as ``renderedCel``. None when refused."""
-    made = checker.collect(errors, fanout.render, op, where)
+    made = checker.collect(errors, fanout.render, op.raw, where)
     program = made and checker.collect(errors, compile_cel, made.source, where)
     if made is None or program is None:
         return None

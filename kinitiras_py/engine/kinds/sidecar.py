@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kinitiras_py.api.overrides import OverrideRuleTemplate
+from kinitiras_py.api.sidecar import SidecarTemplate
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.checking import boundary
-from kinitiras_py.engine.checking.checker import REF_SOURCES_WITH_PARAMS, Checker, check_reference, dict_of
+from kinitiras_py.engine.checking.checker import REF_SOURCES_WITH_PARAMS, Checker, check_reference
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kinds.base import OverrideStep, patch_ops
 from kinitiras_py.engine.rendering.sidecar import PARAM_PREFIX
@@ -30,7 +32,7 @@ class SidecarOverrider:
             run.apply(patch_ops(program.evaluate(run.inputs()), "the rendered template", True))
 
 
-def compile_override(checker: Checker, errors: list[PolicyError], template: Obj, path: str,
+def compile_override(checker: Checker, errors: list[PolicyError], template: OverrideRuleTemplate, path: str,
                      refs: dict[str, Obj]) -> tuple[SidecarOverrider | None, str | None]:
     """The sidecar ``template`` at ``path`` checked, and rendered and compiled when inline; with the
     source it rendered. Fetched valueRefs go into ``refs``."""
@@ -43,22 +45,22 @@ def compile_override(checker: Checker, errors: list[PolicyError], template: Obj,
     return SidecarOverrider(rule, program), source
 
 
-def _sidecar(checker: Checker, errors: list[PolicyError], template: Obj, path: str,
+def _sidecar(checker: Checker, errors: list[PolicyError], template: OverrideRuleTemplate, path: str,
              refs: dict[str, Obj]) -> tuple[str | None, sidecars.SidecarRule | None]:
     """Check a sidecar template; render it when inline. Fetched valueRefs go into ``refs``."""
-    problems = sidecars.check_template(template, path, checker.namespace is None)
+    problems = sidecars.check_template(template.raw, path, checker.namespace is None)
     if problems:
         errors += problems
         return None, None
-    rule = sidecars.rule_for(template, path, checker.ref, checker.name, checker.namespace)
-    block = dict_of(template.get("sidecar"))
-    config_map = dict_of(block.get("configMapRef"))
+    rule = sidecars.rule_for(template.raw, path, checker.ref, checker.name, checker.namespace)
+    block = template.sidecar or SidecarTemplate()
+    config_map = block.config_map_ref
     errors += boundary.problems(checker.namespace, f"{path}.sidecar.configMapRef", "v1", "ConfigMap",
-                                config_map.get("namespace"), config_map.get("name"))
-    for name, ref in dict_of(block.get("valueRefs")).items():
+                                config_map and config_map.namespace, config_map and config_map.name)
+    for name, ref in block.value_refs.items():
         check_reference(checker, ref, f"{path}.sidecar.valueRefs[{name}]")
-        if dict_of(ref).get("from") in REF_SOURCES_WITH_PARAMS:
-            refs[PARAM_PREFIX + str(name)] = ref
+        if ref is not None and ref.from_ in REF_SOURCES_WITH_PARAMS:
+            refs[PARAM_PREFIX + str(name)] = ref.raw  # resolved as written, on every request
     if rule.config_map is not None:
         return None, rule
-    return checker.collect(errors, sidecars.render_inline, rule, str(block.get("template"))), rule
+    return checker.collect(errors, sidecars.render_inline, rule, str(block.template)), rule

@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kinitiras_py.api.overrides import OverrideRuleTemplate
+from kinitiras_py.api.validations import ValidateCondition, ValidateRuleTemplate
+from kinitiras_py.api.values import ConstantValue
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine.checking.checker import (
@@ -14,7 +17,6 @@ from kinitiras_py.engine.checking.checker import (
     Checker,
     check_reference,
     compile_cel,
-    dict_of,
 )
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kinds.base import Inputs, OverrideStep, failed, patch_ops
@@ -45,40 +47,45 @@ class TemplateCheck:
         return failed(self.program.evaluate(variables), "the rendered template", fallback)
 
 
-def compile_override(checker: Checker, errors: list[PolicyError], template: Obj, path: str,
+def compile_override(checker: Checker, errors: list[PolicyError], template: OverrideRuleTemplate, path: str,
                      refs: dict[str, Obj]) -> tuple[cel.Program | None, str | None]:
     """The override ``template`` at ``path`` rendered and compiled: its program (None when refused)
     and the source it rendered. A ``valueRef`` to fetch goes into ``refs``."""
-    source = checker.collect(errors, render.render_override, template, path)
+    source = checker.collect(errors, render.render_override, template.raw, path)
     rendered = None
     if source is not None:
         rendered = checker.collect(errors, compile_cel, source, path)
         errors += _metadata_keys(template, path)
-    ref = template.get("valueRef")
-    if isinstance(ref, dict):
+    ref = template.value_ref
+    if ref is not None:
         check_reference(checker, ref, f"{path}.valueRef")
-        if ref.get("from") in REF_SOURCES_WITH_PARAMS and not template.get("value"):
-            refs["valueRef"] = ref
+        if ref.from_ in REF_SOURCES_WITH_PARAMS and not _written(template.value):
+            refs["valueRef"] = ref.raw  # resolved as written, on every request
     checker.check_cel(errors, rendered, path, refs)
     return rendered, source
 
 
-def _metadata_keys(template: Obj, path: str) -> list[PolicyError]:
+def _written(value: ConstantValue | None) -> bool:
+    """Whether a constant has any field written (``value: {}`` wins over nothing, as before)."""
+    return value is not None and bool(value.raw)
+
+
+def _metadata_keys(template: OverrideRuleTemplate, path: str) -> list[PolicyError]:
     """Annotation and label keys must be qualified names, label values valid label values."""
-    kind = template.get("type")
+    kind = template.type
     if kind not in ("annotations", "labels"):
         return []
-    value = dict_of(template.get("value"))
+    value = template.value
     # (key, where the key is written, label value or None, where the value is written)
     entries: list[tuple[Any, str, Any, str]] = []
-    if value.get("stringMap") and template.get("operation") != "remove":
+    if value is not None and value.string_map and template.operation != "remove":
         entries = [(k, f"{path}.value.stringMap[{k}]", v, f"{path}.value.stringMap[{k}]")
-                   for k, v in dict_of(value["stringMap"]).items()]
-    elif isinstance(template.get("path"), str):
+                   for k, v in value.string_map.items()]
+    elif template.path is not None:
         # A remove names its key in path; its value (if any) is ignored.
-        text = (render.constant_text(value, f"{path}.value")
-                if value and template.get("operation") != "remove" else None)
-        entries = [(template["path"], f"{path}.path", text, f"{path}.value")]
+        text = (render.constant_text(value.raw, f"{path}.value")
+                if value is not None and _written(value) and template.operation != "remove" else None)
+        entries = [(template.path, f"{path}.path", text, f"{path}.value")]
     errors = []
     for key, key_path, text, value_path in entries:
         labels = {key: text if kind == "labels" and isinstance(text, str) else ""}
@@ -101,27 +108,27 @@ class Condition:
     allow_mode: bool
 
 
-def compile_check(checker: Checker, errors: list[PolicyError], template: Obj, path: str,
+def compile_check(checker: Checker, errors: list[PolicyError], template: ValidateRuleTemplate, path: str,
                   refs: dict[str, Obj]) -> Condition:
     """The validate ``template`` at ``path`` rendered and compiled; its ``dataRef`` and
     ``valueRef`` to fetch go into ``refs``."""
-    source = checker.collect(errors, render.render_condition, template, path)
+    source = checker.collect(errors, render.render_condition, template.raw, path)
     rendered = None
     if source is not None:
         rendered = checker.collect(errors, compile_cel, source, path)
-    cond = dict_of(template.get("condition"))
+    cond = template.condition
     cpath = f"{path}.condition"
-    if source is not None:
+    if source is not None and cond is not None:
         errors += _condition_semantics(cond, cpath)
-    for name in ("dataRef", "valueRef"):
-        ref = cond.get(name)
-        if isinstance(ref, dict):
+    written = (("dataRef", cond.data_ref), ("valueRef", cond.value_ref)) if cond is not None else ()
+    for name, ref in written:
+        if ref is not None:
             check_reference(checker, ref, f"{cpath}.{name}")
-            if ref.get("from") in REF_SOURCES_WITH_PARAMS:
-                refs[name] = ref
+            if ref.from_ in REF_SOURCES_WITH_PARAMS:
+                refs[name] = ref.raw  # resolved as written, on every request
     checker.check_cel(errors, rendered, path, refs)
     return Condition(None if rendered is None else TemplateCheck(rendered), source,
-                     str(cond.get("message") or ""), cond.get("affectMode") == "allow")
+                     (cond and cond.message) or "", cond is not None and cond.affect_mode == "allow")
 
 
 def compile_reject(checker: Checker, errors: list[PolicyError], text: str,
@@ -140,15 +147,14 @@ _PROCESSED_CONDS = ("Equal", "NotEqual", *_ORDERING_CONDS)
 _LIST_CONDS = ("In", "NotIn")
 
 
-def _condition_semantics(cond: Obj, path: str) -> list[PolicyError]:
+def _condition_semantics(cond: ValidateCondition, path: str) -> list[PolicyError]:
     """Combinations the renderer accepts but that could only fail or mislead at run time."""
     errors = []
-    op = cond.get("cond")
-    value = cond.get("value")
+    op = cond.cond
     constant = None
-    if isinstance(value, dict) and not isinstance(cond.get("valueRef"), dict):
+    if cond.value is not None and cond.value_ref is None:
         try:
-            constant = render.constant_value(value, f"{path}.value")
+            constant = render.constant_value(cond.value.raw, f"{path}.value")
         except PolicyError:
             constant = None
     if op in _LIST_CONDS and constant is not None and not isinstance(constant, list):
@@ -156,7 +162,7 @@ def _condition_semantics(cond: Obj, path: str) -> list[PolicyError]:
                                   f"floatSlice (got a single value {constant!r})"))
     if op in _ORDERING_CONDS and isinstance(constant, list | dict | bool):
         errors.append(PolicyError(f"{path}.value", f"{op} compares a number or a string, got {constant!r}"))
-    if cond.get("valueProcess"):
+    if cond.value_process is not None and cond.value_process.raw:
         if op not in _PROCESSED_CONDS:
             errors.append(PolicyError(f"{path}.valueProcess",
                                       f"valueProcess applies to {', '.join(_PROCESSED_CONDS)} only, not {op}"))

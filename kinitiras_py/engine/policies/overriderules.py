@@ -3,35 +3,37 @@
 
 from __future__ import annotations
 
+from kinitiras_py.api.overrides import Overriders, OverrideRule
 from kinitiras_py.base.errors import PolicyError, PolicyErrors
 from kinitiras_py.base.typedefs import Obj
-from kinitiras_py.engine.checking.checker import Checker, dict_of
+from kinitiras_py.engine.checking.checker import Checker
 from kinitiras_py.engine.kinds import cel, cue, inject, javascript, origin, plaintext, sidecar, template
 from kinitiras_py.engine.kinds.base import EMPTY, Overrider
 from kinitiras_py.engine.policies.compiled import CompiledOverrideRule, normalise_operations
 
 
-def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[CompiledOverrideRule, str | None]:
+def override_rule(checker: Checker, rule: OverrideRule, index: int,
+                  path: str) -> tuple[CompiledOverrideRule, str | None]:
     """One override rule checked and compiled, with the source its template rendered (or None)."""
     errors: list[PolicyError] = []
-    over = dict_of(rule.get("overriders"))
+    over = rule.overriders or Overriders()  # None only in a partial model: its error is reported
     opath = f"{path}.overriders"
-    cue_part = cue.compile_override(checker, errors, over.get("cue"), index, f"{opath}.cue")
+    cue_part = cue.compile_override(checker, errors, over.cue, index, f"{opath}.cue")
     source = None
     first: Overrider | None = None
     refs: dict[str, Obj] = {}
-    written = over.get("template")
-    if isinstance(written, dict) and written.get("type") == "sidecar":
+    written = over.template
+    if written is not None and written.type == "sidecar":
         first, source = sidecar.compile_override(checker, errors, written, f"{opath}.template", refs)
-    elif isinstance(written, dict):
+    elif written is not None:
         rendered, source = template.compile_override(checker, errors, written, f"{opath}.template", refs)
         if rendered is not None:
             first = template.TemplateOverrider(rendered)
-    cel_part = cel.compile_override(checker, errors, over.get("cel"), f"{opath}.cel", refs)
+    cel_part = cel.compile_override(checker, errors, over.cel, f"{opath}.cel", refs)
     script = javascript.compile_override(checker, errors, over, opath)
-    ops = plaintext.compile_override(checker, errors, over.get("plaintext"), index, f"{opath}.plaintext", refs)
-    entries = origin.compile_override(errors, over.get("origin"), f"{opath}.origin")
-    if not (written or over.get("cel") or "javascript" in over or ops or entries or over.get("cue")):
+    ops = plaintext.compile_override(checker, errors, over.plaintext, index, f"{opath}.plaintext", refs)
+    entries = origin.compile_override(errors, over.origin, f"{opath}.origin")
+    if not (written or over.cel or javascript.written(over) or ops or entries or over.cue):
         errors.append(PolicyError(opath, "no overrider: set template, cel, javascript, plaintext or origin"))
     injected = inject.compile_override(checker, errors, rule, written, opath, first.program
                                        if isinstance(first, template.TemplateOverrider) else None)
@@ -39,10 +41,8 @@ def override_rule(checker: Checker, rule: Obj, index: int, path: str) -> tuple[C
         raise PolicyErrors(errors)
     # The order the rule applies them in: rendered template, cue, cel, javascript, plaintext, origin.
     overriders = (injected or first, cue_part, cel_part, script, ops, entries)
-    operations = rule.get("targetOperations")
     return CompiledOverrideRule(
-        index=index, operations=normalise_operations(operations or (["CREATE"] if injected else None)),
-        failure_policy=str(rule.get("failurePolicy") or "Fail"),
-        overriders=tuple(part for part in overriders if part is not None), refs=refs or EMPTY,
-        last_applied=rule.get("patchLastApplied") is True,
+        index=index, operations=normalise_operations(rule.target_operations or (["CREATE"] if injected else None)),
+        failure_policy=rule.failure_policy, overriders=tuple(part for part in overriders if part is not None),
+        refs=refs or EMPTY, last_applied=rule.patch_last_applied,
     ), source

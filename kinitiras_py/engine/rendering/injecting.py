@@ -17,8 +17,7 @@ from typing import Any
 
 from kinitiras_py.api.policies import GROUP
 from kinitiras_py.base.errors import PolicyError
-from kinitiras_py.base.typedefs import JSON, Obj
-from kinitiras_py.engine.objects import selectors
+from kinitiras_py.base.typedefs import Obj
 
 EXCLUDE_ANNOTATIONS = ("podpreset.admission.kubernetes.io/exclude", "policy.kcloudlabs.io/inject-exclude")
 """A pod (or pod template) annotated with either, set to "true", is left alone by every inject rule."""
@@ -93,40 +92,6 @@ def render_inject(template: Obj, path: str, render: Callable[..., str]) -> str:
     override = isinstance(block.get("onConflict"), str) and block["onConflict"] == "Override"
     return render("inject.cel.j2", names=template.get("containerNames") or [], items=items, override=override,
                   fields=CONTAINER_FIELDS, exclude=EXCLUDE_ANNOTATIONS, mirror=MIRROR_ANNOTATION)
-
-
-def on_conflict(template: JSON) -> str | None:
-    """An inject template's onConflict (default Skip); None when ``template`` is not one."""
-    if not isinstance(template, dict) or template.get("type") != "inject":
-        return None
-    block = template.get("inject")
-    mode = block.get("onConflict") if isinstance(block, dict) else None
-    return mode if mode in ("Skip", "Deny", "Override") else "Skip"
-
-
-def own_marker(template: Obj, path: str) -> tuple[str, str | None] | None:
-    """An inject template's own ``marker``: its annotation key and value (None: the policy's
-    resourceVersion); None when the rule writes ours. PolicyError when the key cannot be one."""
-    block = template.get("inject")
-    marker = block.get("marker") if isinstance(block, dict) else None
-    if not isinstance(marker, dict):
-        return None  # absent, or of a wrong type (the policy's model reports that)
-    key, value = marker.get("key"), marker.get("value")
-    if problem := selectors.annotation_key_problem(key):
-        raise PolicyError(f"{path}.inject.marker.key", problem)
-    assert isinstance(key, str)
-    return key, value if isinstance(value, str) else None
-
-
-def rule_problems(rule: Obj, path: str) -> list[PolicyError]:
-    """An inject template runs with every other inject rule matching the pod, so it cannot share its
-    rule with overriders that run in the rule's own order."""
-    others = [name for name in ("cel", "javascript", "plaintext", "origin") if rule.get("overriders", {}).get(name)]
-    if not others:
-        return []
-    return [PolicyError(f"{path}.{name}", "an inject template runs together with every other inject rule "
-                        "matching the pod, at the place of the first one: put this overrider in another rule")
-            for name in others]
 
 
 MAX_KEY_NAME = 63

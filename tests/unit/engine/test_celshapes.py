@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kinitiras_py.admission.pipeline import Request
+from kinitiras_py.api.schema import parse_into
+from kinitiras_py.api.selectors import ResourceSelector
 from kinitiras_py.engine.checking import shapes
 from kinitiras_py.engine.evaluation import cel, celshapes
 
@@ -73,4 +75,5 @@ def test_the_declared_request_fields_are_those_rules_see() -> None:
 ])
 def test_namespace_object_is_absent_only_where_every_selected_kind_is_cluster_scoped(
         sels: list[dict[str, str]], absent: bool) -> None:
-    assert shapes.Kinds.of(sels).without_namespace() is absent
+    written = [parse_into(ResourceSelector, sel, "sel", [], partial=True) for sel in sels]
+    assert shapes.Kinds.of(written).without_namespace() is absent
