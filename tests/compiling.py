@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kinitiras_py.api.overrides import OverrideRuleTemplate
+from kinitiras_py.api.schema import parse
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
+from kinitiras_py.engine.rendering import render
 from kinitiras_py.offline.apply import build_engine
 
 
 def compile_all(policies: Sequence[Obj]) -> list[CompiledPolicy]:
     """Each of ``policies`` compiled and checked as the webhook admits a policy, in order."""
     return build_engine(policies)[1]
+
+
+def render_override(template: Obj, path: str) -> str:
+    """The CEL an override ``template`` (as written) renders to, from its model as the compiler reads it."""
+    return render.render_override(parse(OverrideRuleTemplate, template), path)

@@ -58,3 +58,8 @@ class ConstantValue(Model):
             if many:
                 return many
         return None
+
+    def written(self) -> bool:
+        """Whether any field is written at all, even null or empty: ``value: {}`` is not, and a
+        written constant wins over a ``valueRef`` (``{string: null}`` then fails as empty)."""
+        return bool(self.raw)

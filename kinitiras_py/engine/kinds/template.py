@@ -51,10 +51,12 @@ def compile_override(checker: Checker, errors: list[PolicyError], template: Over
                      refs: dict[str, Obj]) -> tuple[cel.Program | None, str | None]:
     """The override ``template`` at ``path`` rendered and compiled: its program (None when refused)
     and the source it rendered. A ``valueRef`` to fetch goes into ``refs``."""
-    source = checker.collect(errors, render.render_override, template.raw, path)
+    source = checker.collect(errors, render.render_override, template, path)
     rendered = None
     if source is not None:
         rendered = checker.collect(errors, compile_cel, source, path)
+    if source is not None or checker.tolerant:
+        # With model errors, a field that failed may have stopped the rendering: the keys are still checked.
         errors += _metadata_keys(template, path)
     ref = template.value_ref
     if ref is not None:
@@ -67,7 +69,7 @@ def compile_override(checker: Checker, errors: list[PolicyError], template: Over
 
 def _written(value: ConstantValue | None) -> bool:
     """Whether a constant has any field written (``value: {}`` wins over nothing, as before)."""
-    return value is not None and bool(value.raw)
+    return value is not None and value.written()
 
 
 def _metadata_keys(template: OverrideRuleTemplate, path: str) -> list[PolicyError]:
@@ -83,7 +85,7 @@ def _metadata_keys(template: OverrideRuleTemplate, path: str) -> list[PolicyErro
                    for k, v in value.string_map.items()]
     elif template.path is not None:
         # A remove names its key in path; its value (if any) is ignored.
-        text = (render.constant_text(value.raw, f"{path}.value")
+        text = (_constant_text(value, f"{path}.value")
                 if value is not None and _written(value) and template.operation != "remove" else None)
         entries = [(template.path, f"{path}.path", text, f"{path}.value")]
     errors = []
@@ -95,6 +97,14 @@ def _metadata_keys(template: OverrideRuleTemplate, path: str) -> list[PolicyErro
             else:
                 errors.append(PolicyError(value_path, problem.reason.replace("invalid value", "invalid label value")))
     return errors
+
+
+def _constant_text(value: ConstantValue, path: str) -> str | None:
+    """The constant's text; None when it has none (rendering reported it, or a field of it failed its model)."""
+    try:
+        return render.constant_text(value, path)
+    except PolicyError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +122,7 @@ def compile_check(checker: Checker, errors: list[PolicyError], template: Validat
                   refs: dict[str, Obj]) -> Condition:
     """The validate ``template`` at ``path`` rendered and compiled; its ``dataRef`` and
     ``valueRef`` to fetch go into ``refs``."""
-    source = checker.collect(errors, render.render_condition, template.raw, path)
+    source = checker.collect(errors, render.render_condition, template, path)
     rendered = None
     if source is not None:
         rendered = checker.collect(errors, compile_cel, source, path)
@@ -154,7 +164,7 @@ def _condition_semantics(cond: ValidateCondition, path: str) -> list[PolicyError
     constant = None
     if cond.value is not None and cond.value_ref is None:
         try:
-            constant = render.constant_value(cond.value.raw, f"{path}.value")
+            constant = render.constant_value(cond.value, f"{path}.value")
         except PolicyError:
             constant = None
     if op in _LIST_CONDS and constant is not None and not isinstance(constant, list):

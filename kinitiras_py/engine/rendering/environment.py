@@ -11,7 +11,8 @@ from pathlib import Path
 
 import jinja2
 
-from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.api.refs import ResourceRefer
+from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.objects import fieldpath, workloads
 
 TEMPLATE_DIR = Path(__file__).with_name("templates")
@@ -53,9 +54,9 @@ def cel_literal(value: JSON) -> str:
     raise TypeError(f"cannot write {type(value).__name__} as CEL")
 
 
-def ref_root(ref: Obj, param: str) -> str:
+def ref_root(ref: ResourceRefer, param: str) -> str:
     """The optional CEL expression of a value reference's root object."""
-    source = ref.get("from", "current")
+    source = ref.from_ or "current"
     if source == "current":
         return "optional.of(object)"
     if source == "old":
@@ -63,10 +64,10 @@ def ref_root(ref: Obj, param: str) -> str:
     return f"params[?{cel_string(param)}]"
 
 
-def ref_expr(ref: Obj, param: str) -> str:
+def ref_expr(ref: ResourceRefer, param: str) -> str:
     """The optional CEL expression reading ``ref.path`` under the reference's root."""
-    tokens = list(fieldpath.parse_path(str(ref.get("path") or "")) if ref.get("path") else ())
-    if ref.get("from") == "http" and tokens[:1] not in (["body"], ["header"]):
+    tokens = list(fieldpath.parse_path(ref.path) if ref.path else ())
+    if ref.from_ == "http" and tokens[:1] not in (["body"], ["header"]):
         # Responses are {body, header}; kinitiras made users write `body.` first (a common slip).
         tokens.insert(0, "body")
     expr = ref_root(ref, param)

@@ -12,10 +12,12 @@ volume's ``defaultMode: 420``...), so an item injected earlier compares equal wh
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from kinitiras_py.api.overrides import OverrideRuleTemplate
 from kinitiras_py.api.policies import GROUP
+from kinitiras_py.api.schema import Model
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import Obj
 
@@ -76,22 +78,25 @@ def _spec(field: str, item: Obj) -> dict[str, Any]:
     return spec
 
 
-def render_inject(template: Obj, path: str, render: Callable[..., str]) -> str:
+def render_inject(template: OverrideRuleTemplate, path: str, render: Callable[..., str]) -> str:
     """CEL source of an inject template (``render`` renders a template file with a context)."""
-    block = template.get("inject")
-    if not isinstance(block, dict):
+    block = template.inject
+    if block is None:
         raise PolicyError(f"{path}.inject", "type inject needs inject (env, envFrom, volumeMounts or volumes)")
+    written: dict[str, Sequence[Model]] = {"env": block.env, "envFrom": block.env_from,
+                                           "volumeMounts": block.volume_mounts, "volumes": block.volumes}
     items: dict[str, list[dict[str, Any]]] = {}
     for field in (*CONTAINER_FIELDS, "volumes"):
-        entries = block.get(field) or []
-        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        entries = written[field]
+        if any(entry is None for entry in entries):
             raise PolicyError(f"{path}.inject.{field}", "must be a list of objects")
-        items[field] = [_spec(field, entry) for entry in entries]
+        # Each item is stored into the pod as written (its fields, their order).
+        items[field] = [_spec(field, entry.raw) for entry in entries]
     if not any(items.values()):
         raise PolicyError(f"{path}.inject", "nothing to inject: set env, envFrom, volumeMounts or volumes")
-    override = isinstance(block.get("onConflict"), str) and block["onConflict"] == "Override"
-    return render("inject.cel.j2", names=template.get("containerNames") or [], items=items, override=override,
-                  fields=CONTAINER_FIELDS, exclude=EXCLUDE_ANNOTATIONS, mirror=MIRROR_ANNOTATION)
+    return render("inject.cel.j2", names=template.container_names, items=items,
+                  override=block.on_conflict == "Override", fields=CONTAINER_FIELDS, exclude=EXCLUDE_ANNOTATIONS,
+                  mirror=MIRROR_ANNOTATION)
 
 
 MAX_KEY_NAME = 63

@@ -1,4 +1,5 @@
-"""Rule templates (as written in the policy) → CEL source text.
+"""Rule templates (their typed models, :mod:`...api.overrides` and :mod:`...api.validations`) →
+CEL source text.
 
 Rendering is deterministic: the same template always gives byte-identical text. Semantic
 problems raise :class:`PolicyError` naming the field under ``path`` (the template's own path,
@@ -12,8 +13,13 @@ from decimal import Decimal, InvalidOperation
 
 import jinja2
 
+from kinitiras_py.api.core import ResourceRequirements
+from kinitiras_py.api.overrides import OverrideRuleTemplate
+from kinitiras_py.api.refs import ResourceRefer
+from kinitiras_py.api.validations import ValidateRuleTemplate
+from kinitiras_py.api.values import ConstantValue
 from kinitiras_py.base.errors import PolicyError, QuantityError
-from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.base.typedefs import JSON
 from kinitiras_py.engine.evaluation import builtins
 from kinitiras_py.engine.evaluation.quantity import Quantity
 from kinitiras_py.engine.objects import fieldpath
@@ -43,40 +49,39 @@ def _render(name: str, **context: object) -> str:
     return "\n".join(line.rstrip(" \t") for line in text.split("\n") if line.strip(" \t")) + "\n"
 
 
-def render_override(template: Obj, path: str) -> str:
+def render_override(template: OverrideRuleTemplate, path: str) -> str:
     """CEL source of an override template; raises PolicyError for a malformed template."""
-    kind = template.get("type")
+    kind = template.type
     if kind not in OVERRIDE_TYPES:
         raise PolicyError(f"{path}.type", f"unknown template type {kind!r}; one of {', '.join(OVERRIDE_TYPES)}")
     if kind == "inject":
         from kinitiras_py.engine.rendering.injecting import render_inject
 
         return render_inject(template, path, _render)
-    operation = template.get("operation")
+    operation = template.operation
     if operation not in OPERATIONS:
         raise PolicyError(f"{path}.operation", f"must be one of add, replace, remove; got {operation!r}")
-    names = template.get("containerNames") or []
+    names = template.container_names
     if kind == "sidecar":
         # Its CEL names the policy (the marker annotation): engine.rules.sidecars renders it with the policy.
         raise PolicyError(path, "a sidecar template is rendered with its policy (engine.rules.sidecars)")
     if kind in ("annotations", "labels"):
-        return _render_metadata(template, str(kind), str(operation), path)
+        return _render_metadata(template, kind, operation, path)
     if kind == "resources":
-        return _render_resources(template, str(operation), names, path)
+        return _render_resources(template.resources, operation, names, path)
     if kind == "resourcesOversell":
-        return _render_oversell(template, str(operation), names, path)
-    return _render_podspec(template, str(kind), str(operation), path)
+        return _render_oversell(template, operation, names, path)
+    return _render_podspec(template, kind, operation, path)
 
 
-def _render_metadata(template: Obj, kind: str, operation: str, path: str) -> str:
-    key = template.get("path")
-    value, ref = template.get("value"), template.get("valueRef")
+def _render_metadata(template: OverrideRuleTemplate, kind: str, operation: str, path: str) -> str:
+    key = template.path
+    value, ref = template.value, template.value_ref
     entries: dict[str, str] | None = None
     if operation != "remove":
-        string_map = (value or {}).get("stringMap") if isinstance(value, dict) else None
-        if string_map:
-            entries = {str(k): str(v) for k, v in sorted(string_map.items())}
-        elif value:
+        if value is not None and value.string_map:
+            entries = {str(k): str(v) for k, v in sorted(value.string_map.items())}
+        elif value is not None and value.written():
             entries = {_require_key(key, path): constant_text(value, f"{path}.value")}
         elif ref:
             _require_key(key, path)
@@ -94,35 +99,34 @@ def _require_key(key: object, path: str) -> str:
     return key
 
 
-def constant_text(value: Obj, path: str) -> str:
+def constant_text(value: ConstantValue, path: str) -> str:
     """A ConstantValue as label/annotation text (first non-empty member, kinitiras' order)."""
-    for name in ("string", "integer", "float", "boolean"):
-        if value.get(name) is not None and value.get(name) != "":
-            v = value[name]
-            return ("true" if v else "false") if isinstance(v, bool) else str(v)
-    for name in ("stringSlice", "integerSlice", "floatSlice"):
-        if value.get(name):
-            return ",".join(str(v) for v in value[name])
-    if value.get("string") == "":
+    for scalar in (value.string, value.integer, value.float, value.boolean):
+        if scalar is not None and scalar != "":
+            return ("true" if scalar else "false") if isinstance(scalar, bool) else str(scalar)
+    for many in (value.string_slice, value.integer_slice, value.float_slice):
+        if many:
+            return ",".join(str(v) for v in many)
+    if value.string == "":
         return ""  # an empty label or annotation value is valid; only the string member can say so
     raise PolicyError(path, "the constant value is empty")
 
 
-def constant_value(value: Obj, path: str) -> JSON:
+def constant_value(value: ConstantValue, path: str) -> JSON:
     """A ConstantValue as a typed value for conditions (floats as numbers, slices as lists)."""
-    for name in ("string", "integer", "boolean"):
-        if value.get(name) is not None and value.get(name) != "":
-            return value[name]
-    if value.get("float") not in (None, ""):
-        return _float(value["float"], f"{path}.float")
-    if value.get("stringSlice"):
-        return list(value["stringSlice"])
-    if value.get("integerSlice"):
-        return list(value["integerSlice"])
-    if value.get("floatSlice"):
-        return [_float(v, f"{path}.floatSlice[{i}]") for i, v in enumerate(value["floatSlice"])]
-    if value.get("stringMap"):
-        return dict(value["stringMap"])
+    for scalar in (value.string, value.integer, value.boolean):
+        if scalar is not None and scalar != "":
+            return scalar
+    if value.float not in (None, ""):
+        return _float(value.float, f"{path}.float")
+    if value.string_slice:
+        return list(value.string_slice)
+    if value.integer_slice:
+        return list(value.integer_slice)
+    if value.float_slice:
+        return [_float(v, f"{path}.floatSlice[{i}]") for i, v in enumerate(value.float_slice)]
+    if value.string_map:
+        return dict(value.string_map)
     raise PolicyError(path, "the constant value is empty")
 
 
@@ -133,18 +137,16 @@ def _float(text: object, path: str) -> float:
         raise PolicyError(path, f"{text!r} is not a number") from None
 
 
-def check_ref(ref: Obj, path: str) -> None:
+def check_ref(ref: ResourceRefer, path: str) -> None:
     """Refuse a value reference that cannot work: missing k8s/http block, bad path syntax."""
-    source = ref.get("from")
+    source = ref.from_
     if source not in ("current", "old", "k8s", "owner", "http"):
         raise PolicyError(f"{path}.from", f"must be one of current, old, k8s, owner, http; got {source!r}")
-    if source in ("k8s", "http") and not isinstance(ref.get(source), dict):
+    if (source == "k8s" and ref.k8s is None) or (source == "http" and ref.http is None):
         raise PolicyError(f"{path}.{source}", f"from: {source} needs a {source} block")
-    if source == "http" and not (ref["http"].get("url")):
-        raise PolicyError(f"{path}.http.url", "the URL is required")
-    if ref.get("path"):
+    if ref.path:
         try:
-            tokens = fieldpath.parse_path(str(ref["path"]))
+            tokens = fieldpath.parse_path(ref.path)
         except ValueError as e:
             raise PolicyError(f"{path}.path", str(e)) from None
         # Each token is one step of the rendered CEL, whose parser stops at 32 levels of nesting.
@@ -155,9 +157,7 @@ def check_ref(ref: Obj, path: str) -> None:
             raise PolicyError(f"{path}.path", f"a list index must be at most {MAX_INDEX}")
 
 
-def _quantities(block: object, path: str) -> dict[str, str]:
-    if not isinstance(block, dict):
-        return {}
+def _quantities(block: dict[str, int | str], path: str) -> dict[str, str]:
     out = {}
     for name, raw in sorted(block.items()):
         try:
@@ -167,12 +167,11 @@ def _quantities(block: object, path: str) -> dict[str, str]:
     return out
 
 
-def _render_resources(template: Obj, operation: str, names: list[str], path: str) -> str:
-    spec = template.get("resources")
-    if not isinstance(spec, dict) or not (spec.get("requests") or spec.get("limits")):
+def _render_resources(spec: ResourceRequirements | None, operation: str, names: list[str], path: str) -> str:
+    if spec is None or not (spec.requests or spec.limits):
         raise PolicyError(f"{path}.resources", "type resources needs resources.requests or resources.limits")
-    resources = {group: q for group in ("requests", "limits")
-                 if (q := _quantities(spec.get(group), f"{path}.resources.{group}"))}
+    resources = {group: q for group, written in (("requests", spec.requests), ("limits", spec.limits))
+                 if (q := _quantities(written, f"{path}.resources.{group}"))}
     removals = [(group, key) for group, values in resources.items() for key in values]
     return _render("resources.cel.j2", operation=operation, names=names, resources=resources, removals=removals)
 
@@ -188,43 +187,43 @@ def parse_factor(text: object, path: str) -> Decimal:
     return factor
 
 
-def _render_oversell(template: Obj, operation: str, names: list[str], path: str) -> str:
-    block = template.get("resourcesOversell")
-    if not isinstance(block, dict) or not any(block.get(k) for k in _FACTORS):
+def _render_oversell(template: OverrideRuleTemplate, operation: str, names: list[str], path: str) -> str:
+    block = template.resources_oversell
+    written = {} if block is None else {"cpuFactor": block.cpu_factor, "memoryFactor": block.memory_factor,
+                                        "diskFactor": block.disk_factor}
+    if not any(written.values()):
         raise PolicyError(f"{path}.resourcesOversell",
                           "type resourcesOversell needs cpuFactor, memoryFactor or diskFactor")
     factors = {}
     for field, (resource, round_to) in _FACTORS.items():
-        if block.get(field):
-            factor = parse_factor(block[field], f"{path}.resourcesOversell.{field}")
+        if written[field]:
+            factor = parse_factor(written[field], f"{path}.resourcesOversell.{field}")
             factors[resource] = (str(factor.normalize()), round_to)
     return _render("oversell.cel.j2", operation=operation, names=names, factors=factors)
 
 
-def _render_podspec(template: Obj, kind: str, operation: str, path: str) -> str:
-    payload = template.get(kind)
+def _render_podspec(template: OverrideRuleTemplate, kind: str, operation: str, path: str) -> str:
+    # Written into the CEL as the user wrote them (key order, nulls): what is stored reads as written.
+    payload: JSON = ([t.raw for t in template.tolerations if t is not None] if kind == "tolerations"
+                     else template.affinity.raw if template.affinity is not None else None)
     if not payload:
         raise PolicyError(f"{path}.{kind}", f"type {kind} needs {kind}")
     return _render("podspec.cel.j2", kind=kind, operation=operation, field=kind, helper=f"{kind}.{operation}",
                    payload=payload)
 
 
-def render_condition(template: Obj, path: str) -> str:
+def render_condition(template: ValidateRuleTemplate, path: str) -> str:
     """CEL source of a validate ``condition`` template: true when the object is valid."""
-    if template.get("type", "condition") != "condition":
-        raise PolicyError(f"{path}.type", f"must be condition; got {template.get('type')!r}")
-    cond = template.get("condition")
-    if not isinstance(cond, dict):
+    cond = template.condition
+    if cond is None:
         raise PolicyError(f"{path}.condition", "type condition needs a condition")
     path = f"{path}.condition"
-    op = cond.get("cond")
+    op = cond.cond
     if op not in CONDITIONS:
         raise PolicyError(f"{path}.cond", f"must be one of {', '.join(CONDITIONS)}; got {op!r}")
-    mode = cond.get("affectMode") or "reject"
-    if mode not in ("reject", "allow"):
-        raise PolicyError(f"{path}.affectMode", f"must be reject or allow; got {mode!r}")
-    data_ref = cond.get("dataRef")
-    if not isinstance(data_ref, dict):
+    mode = cond.affect_mode or "reject"
+    data_ref = cond.data_ref
+    if data_ref is None:
         raise PolicyError(f"{path}.dataRef", "the data under test (dataRef) is required")
     check_ref(data_ref, f"{path}.dataRef")
     from kinitiras_py.engine.rendering.environment import cel_literal, ref_expr
@@ -234,21 +233,21 @@ def render_condition(template: Obj, path: str) -> str:
         test = "d.hasValue() && d.value() != null"
         return _render("condition.cel.j2", cond=op, mode=mode, data_expr=data_expr, value_expr=None,
                        test=test if op == "Exist" else f"!({test})")
-    value_ref = cond.get("valueRef")
-    if isinstance(value_ref, dict):
+    value_ref, value = cond.value_ref, cond.value
+    if value_ref is not None:
         check_ref(value_ref, f"{path}.valueRef")
         value_expr = ref_expr(value_ref, "valueRef")
-    elif isinstance(cond.get("value"), dict):
-        value_expr = f"optional.of({cel_literal(constant_value(cond['value'], f'{path}.value'))})"
+    elif value is not None:
+        value_expr = f"optional.of({cel_literal(constant_value(value, f'{path}.value'))})"
     else:
         raise PolicyError(f"{path}.value", f"cond {op} needs value or valueRef")
     right = "v.value()"
-    process = cond.get("valueProcess")
-    if isinstance(process, dict) and process:
-        operation = process.get("operation")
+    process = cond.value_process
+    if process is not None:
+        operation = process.operation
         if operation not in ("+", "-", "*", "/"):
             raise PolicyError(f"{path}.valueProcess.operation", f"must be one of + - * /; got {operation!r}")
-        with_ = process.get("operationWith")
+        with_ = process.operation_with
         check_operand(with_, f"{path}.valueProcess.operationWith")
         right = f"cond.process(v.value(), {cel_literal(operation)}, {cel_literal(str(with_))})"
     present = "d.hasValue() && v.hasValue()"
@@ -260,8 +259,8 @@ def render_condition(template: Obj, path: str) -> str:
         "Regex": f"string(d.value()).matches(string({right}))",
     }
     test = tests.get(op) or f"cond.compare(d.value(), {right}) {_ORDERING[op]}"
-    if op == "Regex" and not isinstance(value_ref, dict):
-        check_regex(cond["value"].get("string"), f"{path}.value.string")
+    if op == "Regex" and value_ref is None and value is not None:
+        check_regex(value.string, f"{path}.value.string")
     return _render("condition.cel.j2", cond=op, mode=mode, data_expr=data_expr, value_expr=value_expr,
                    test=f"{present} && {test}")
 

@@ -18,6 +18,8 @@ import jinja2
 import yaml
 
 from kinitiras_py.api.policies import GROUP
+from kinitiras_py.api.refs import ResourceRefer
+from kinitiras_py.api.schema import parse_into
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine.objects import selectors
@@ -55,7 +57,8 @@ def context(spec: Obj, scope: symbolic.Scope) -> dict[str, Any]:
         "generateName": symbolic.PerPod(scope, 'object.?metadata.?generateName', "generateName", nested=False),
         "appPorts": symbolic.PerPod(scope, "optional.of(appPorts)", "appPorts", nested=False),
     }
-    value_refs = {str(name): symbolic.PerPod(scope, ref_expr(ref, PARAM_PREFIX + str(name)), f"valueRefs.{name}")
+    value_refs = {str(name): symbolic.PerPod(scope, ref_expr(_refer(ref), PARAM_PREFIX + str(name)),
+                                             f"valueRefs.{name}")
                   for name, ref in refs.items() if isinstance(ref, dict)}
     return {**per_pod, "values": spec.get("values") or {}, "valueRefs": value_refs}
 
@@ -200,6 +203,12 @@ def render_sidecar(spec: Obj, text: str, where: str, source: str, policy_ref: st
     ).strip() + "\n"
 
 
+def _refer(ref: Obj) -> ResourceRefer:
+    """A valueRef of the sidecar block as its model (partial: the policy's model reports its
+    problems), for the reference helpers, which read models."""
+    return parse_into(ResourceRefer, ref, "", [], partial=True) or ResourceRefer(from_="current")
+
+
 def check_options(spec: Obj, path: str, cluster_scoped: bool) -> list[PolicyError]:
     """Problems with a sidecar block outside its template text."""
     errors = []
@@ -220,7 +229,7 @@ def check_options(spec: Obj, path: str, cluster_scoped: bool) -> list[PolicyErro
                                                                    "(letters, digits, _), as the template reads it"))
         elif isinstance(value, dict):
             try:
-                check_ref(value, f"{path}.valueRefs[{name}]")
+                check_ref(_refer(value), f"{path}.valueRefs[{name}]")
             except PolicyError as e:
                 errors.append(e)
     return errors

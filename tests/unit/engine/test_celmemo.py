@@ -158,7 +158,7 @@ _OBJECTS = st.fixed_dictionaries({"apiVersion": st.just("v1"), "kind": st.just("
 
 
 def _templates() -> list[str]:
-    from kinitiras_py.engine.rendering.render import render_override
+    from tests.compiling import render_override
     from tests.unit.engine.test_render import EVERY_TEMPLATE
 
     where = "spec.overrideRules[0].overriders.template"

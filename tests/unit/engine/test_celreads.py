@@ -327,7 +327,7 @@ def _outcome(run: Any) -> Any:
 
 @pytest.mark.parametrize("template", _templates(), ids=lambda t: f"{t['type']}-{t['operation']}-{len(t)}")
 def test_templates_read_the_same_from_their_parts(template: dict[str, Any]) -> None:
-    from kinitiras_py.engine.rendering.render import render_override
+    from tests.compiling import render_override
 
     program = cel.compile_program(render_override(template, "spec.overrideRules[0].overriders.template"))
     assert program.reads is not None

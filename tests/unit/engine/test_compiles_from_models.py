@@ -21,16 +21,16 @@ RAW_READS = {
     # The user's JSON kept as written for run time: resolved references, selectors, patches.
     ("policies/compiling.py", "_assembled"), ("policies/policylevel.py", "value_refs"),
     ("kinds/origin.py", "compile_override"), ("kinds/plaintext.py", "compile_override"),
+    ("kinds/template.py", "compile_override"), ("kinds/template.py", "compile_check"),
     ("checking/checker.py", "check_http_ref"),
     # Whether a field was written at all, where null or {} means something (a null value to add).
     ("kinds/plaintext.py", "_check_plaintext"), ("kinds/javascript.py", "written"),
-    ("kinds/template.py", "_written"), ("kinds/template.py", "_condition_semantics"),
+    ("kinds/template.py", "_condition_semantics"),
     ("policies/compiling.py", "_selector_warnings"),
     # Renderers and checkers outside these packages that still read JSON (left for later).
     ("policies/compiling.py", "_check_selectors"), ("policies/policylevel.py", "match_conditions"),
     ("kinds/javascript.py", "_load"), ("kinds/select.py", "compile_select"),
-    ("kinds/sidecar.py", "_sidecar"), ("kinds/template.py", "compile_override"),
-    ("kinds/template.py", "_metadata_keys"), ("kinds/template.py", "compile_check"),
+    ("kinds/sidecar.py", "_sidecar"),
 }
 GET_CALLS = {
     # Run time: what CEL, JavaScript and the object hold, and constant tables; never the policy.
@@ -40,18 +40,28 @@ GET_CALLS = {
 }
 
 
-def _found(attribute: str) -> set[tuple[str, str]]:
-    """(module, function) of every ``.<attribute>`` in the packages (called, for ``get``)."""
+RENDERERS = ("rendering/render.py", "rendering/environment.py")
+RENDERER_READS = {
+    # Tolerations and affinity are written into the CEL as the user wrote them (key order, nulls).
+    ("rendering/render.py", "_render_podspec", "raw"),
+    # The table of tests by condition, not the policy.
+    ("rendering/render.py", "render_condition", "get"),
+}
+
+
+def _found(attribute: str, paths: list[Path] | None = None) -> set[tuple[str, str]]:
+    """(module, function) of every ``.<attribute>`` in ``paths`` (the packages by default)."""
+    if paths is None:
+        paths = [path for package in PACKAGES for path in sorted((ROOT / package).glob("*.py"))]
     found = set()
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).glob("*.py")):
-            tree = ast.parse(path.read_text())
-            for function in ast.walk(tree):
-                if not isinstance(function, ast.FunctionDef):
-                    continue
-                for node in ast.walk(function):
-                    if isinstance(node, ast.Attribute) and node.attr == attribute:
-                        found.add((f"{package}/{path.name}", function.name))
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Attribute) and node.attr == attribute:
+                    found.add((f"{path.parent.name}/{path.name}", function.name))
     return found
 
 
@@ -69,6 +79,14 @@ def test_get_is_called_only_on_run_time_values() -> None:
     assert _found("get") == GET_CALLS
 
 
+def test_templates_render_from_their_models() -> None:
+    """The template renderers read the typed template (``raw`` and ``.get`` only where listed)."""
+    paths = [ROOT / name for name in RENDERERS]
+    found = {(module, function, attribute) for attribute in ("raw", "get")
+             for module, function in _found(attribute, paths)}
+    assert found == RENDERER_READS
+
+
 def test_a_field_that_fails_its_model_does_not_hide_the_rest_of_its_rule() -> None:
     """The partial model leaves out the ``cel`` that is not a string: the rule's script is still
     checked (reading the raw dicts, compiling that number gave up on the whole rule)."""
@@ -80,3 +98,15 @@ def test_a_field_that_fails_its_model_does_not_hide_the_rest_of_its_rule() -> No
         compile_policy(policy)
     assert [e.path for e in caught.value.errors] == ["spec.overrideRules[0].overriders.cel",
                                                      "spec.overrideRules[0].overriders.javascript.marker.annotation"]
+
+
+def test_a_constant_that_fails_its_model_does_not_hide_the_key_check() -> None:
+    """The label's value fails its model (not a decimal): the template cannot render, and its key
+    is still checked (the raw renderer rendered the text it was given)."""
+    template = {"type": "labels", "operation": "add", "path": "not a key!", "value": {"float": "abc"}}
+    policy = {"apiVersion": API_VERSION, "kind": "ClusterOverridePolicy", "metadata": {"name": "p"},
+              "spec": {"overrideRules": [{"overriders": {"template": template}}]}}
+    with pytest.raises(PolicyErrors) as caught:
+        compile_policy(policy)
+    assert [e.path for e in caught.value.errors] == ["spec.overrideRules[0].overriders.template.value.float",
+                                                     "spec.overrideRules[0].overriders.template.path"]

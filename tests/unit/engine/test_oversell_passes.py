@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kinitiras_py.base.errors import CelEvalError
 from kinitiras_py.engine.evaluation.cel import compile_program
-from kinitiras_py.engine.rendering.render import render_override
+from tests.compiling import render_override
 
 FACTORS = {"cpuFactor": "0.5", "memoryFactor": "0.25", "diskFactor": "0.1"}
 NAMES = [None, ["app"], ["a", "b", "c", "d"]]

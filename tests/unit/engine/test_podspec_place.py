@@ -11,7 +11,7 @@ from kinitiras_py.base.errors import CelEvalError
 from kinitiras_py.engine.evaluation import builtins, celbridge
 from kinitiras_py.engine.evaluation.cel import compile_program
 from kinitiras_py.engine.rendering.environment import make_environment
-from kinitiras_py.engine.rendering.render import render_override
+from tests.compiling import render_override
 
 KINDS = [("v1", "Pod"), ("v2", "Pod"), ("", "Pod"), ("apps/v1", "Pod"), ("v1", "pod"), ("v1", "Deployment"),
          ("apps/v1", "Deployment"), ("extensions/v1beta1", "DaemonSet"), ("batch/v1", "CronJob"),

@@ -18,8 +18,8 @@ from kinitiras_py.engine.evaluation import celbridge
 from kinitiras_py.engine.evaluation.cel import compile_program
 from kinitiras_py.engine.matching.selection import PolicyIndex
 from kinitiras_py.engine.policies.compiling import compile_policy
-from kinitiras_py.engine.rendering.render import render_override
 from kinitiras_py.engine.running import overriding
+from tests.compiling import render_override
 
 Obj = dict[str, Any]
 TEMPLATE_PATH = "spec.overrideRules[0].overriders.template"
