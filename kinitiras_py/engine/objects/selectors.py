@@ -13,17 +13,20 @@ Fields compare as text: strings as themselves, other values (numbers, booleans, 
 lists) as their compact JSON text, so ``3``, ``true`` and ``1.5`` are written as such in
 selectors. A JSON ``null`` counts as absent.
 
-Invalid selectors match nothing; ``validate_*`` report why, with the field path of each problem.
+Invalid selectors match nothing; ``validate_*`` report why, with the field path of each problem;
+``*_selector_problems`` report the same from a selector's model (what the compiler reads).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
 
+from kinitiras_py.api.core import LabelSelector
+from kinitiras_py.api.selectors import FieldSelector
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine.objects import fieldpath
@@ -79,9 +82,8 @@ def _label_value_problem(value: object) -> str | None:
     return None
 
 
-def _operator_errors(req: Obj, values_key: str, path: str) -> list[PolicyError]:
-    """Check ``operator`` and the presence of ``values_key`` in one match expression."""
-    operator, values = req.get("operator"), req.get(values_key)
+def _operator_errors(operator: object, values: object, values_key: str, path: str) -> list[PolicyError]:
+    """Check ``operator`` and the presence of its values (``values_key``) in one match expression."""
     if operator not in OPERATORS:
         reason = f"unknown operator {operator!r} (want In, NotIn, Exists or DoesNotExist)"
         return [PolicyError(f"{path}.operator", reason)]
@@ -125,21 +127,41 @@ def validate_label_selector(sel: dict[str, Any], path: str) -> list[PolicyError]
     labels = sel.get("matchLabels")
     if labels is not None and not isinstance(labels, dict):
         errors.append(PolicyError(f"{path}.matchLabels", "must be an object"))
-    for key, value in labels.items() if isinstance(labels, dict) else ():
+    errors += _match_labels_errors(labels if isinstance(labels, dict) else {}, path)
+    for where, req in _expressions(sel, path, errors):
+        errors += _label_requirement_errors(req.get("key"), req.get("operator"), req.get("values"), where)
+    return errors
+
+
+def label_selector_problems(sel: LabelSelector, path: str) -> list[PolicyError]:
+    """Every problem with a label selector's model beyond its schema, each with its field path
+    (an expression that is not even an object, None in a partial model, has its model error)."""
+    errors = _match_labels_errors(sel.match_labels, path)
+    for i, req in enumerate(sel.match_expressions):
+        if req is not None:
+            errors += _label_requirement_errors(req.key, req.operator, req.values, f"{path}.matchExpressions[{i}]")
+    return errors
+
+
+def _match_labels_errors(labels: Mapping[Any, object], path: str) -> list[PolicyError]:
+    errors = []
+    for key, value in labels.items():
         if problem := qualified_name_problem(key):
             errors.append(PolicyError(f"{path}.matchLabels", f"invalid label key {key!r}: {problem}"))
         if problem := _label_value_problem(value):
             reason = f"invalid value {value!r} for label {key!r}: {problem}"
             errors.append(PolicyError(f"{path}.matchLabels", reason))
-    for where, req in _expressions(sel, path, errors):
-        if problem := qualified_name_problem(req.get("key")):
-            errors.append(PolicyError(f"{where}.key", f"invalid label key {req.get('key')!r}: {problem}"))
-        errors += _operator_errors(req, "values", where)
-        values = req.get("values")
-        for j, value in enumerate(values if isinstance(values, list) else ()):
-            if problem := _label_value_problem(value):
-                reason = f"invalid label value {value!r}: {problem}"
-                errors.append(PolicyError(f"{where}.values[{j}]", reason))
+    return errors
+
+
+def _label_requirement_errors(key: object, operator: object, values: object, where: str) -> list[PolicyError]:
+    errors = []
+    if problem := qualified_name_problem(key):
+        errors.append(PolicyError(f"{where}.key", f"invalid label key {key!r}: {problem}"))
+    errors += _operator_errors(operator, values, "values", where)
+    for j, value in enumerate(values if isinstance(values, list) else ()):
+        if problem := _label_value_problem(value):
+            errors.append(PolicyError(f"{where}.values[{j}]", f"invalid label value {value!r}: {problem}"))
     return errors
 
 
@@ -163,20 +185,40 @@ def validate_field_selector(sel: dict[str, Any], path: str) -> list[PolicyError]
     fields = sel.get("matchFields")
     if fields is not None and not isinstance(fields, dict):
         errors.append(PolicyError(f"{path}.matchFields", "must be an object"))
-    for key, value in fields.items() if isinstance(fields, dict) else ():
+    errors += _match_fields_errors(fields if isinstance(fields, dict) else {}, path)
+    for where, req in _expressions(sel, path, errors):
+        errors += _field_requirement_errors(req.get("field"), req.get("operator"), req.get("value"), where)
+    return errors
+
+
+def field_selector_problems(sel: FieldSelector, path: str) -> list[PolicyError]:
+    """Every problem with a field selector's model beyond its schema, each with its field path."""
+    errors = _match_fields_errors(sel.match_fields, path)
+    for i, req in enumerate(sel.match_expressions):
+        if req is not None:
+            errors += _field_requirement_errors(req.field, req.operator, req.value, f"{path}.matchExpressions[{i}]")
+    return errors
+
+
+def _match_fields_errors(fields: Mapping[Any, object], path: str) -> list[PolicyError]:
+    errors = []
+    for key, value in fields.items():
         if problem := _path_problem(key):
             errors.append(PolicyError(f"{path}.matchFields", problem))
         if isinstance(value, dict | list) or value is None:
             reason = f"value for {key!r} must be a string, number or boolean"
             errors.append(PolicyError(f"{path}.matchFields", reason))
-    for where, req in _expressions(sel, path, errors):
-        if problem := _path_problem(req.get("field")):
-            errors.append(PolicyError(f"{where}.field", problem))
-        errors += _operator_errors(req, "value", where)
-        values = req.get("value")
-        for j, value in enumerate(values if isinstance(values, list) else ()):
-            if isinstance(value, dict | list) or value is None:
-                errors.append(PolicyError(f"{where}.value[{j}]", "must be a string, number or boolean"))
+    return errors
+
+
+def _field_requirement_errors(field: object, operator: object, values: object, where: str) -> list[PolicyError]:
+    errors = []
+    if problem := _path_problem(field):
+        errors.append(PolicyError(f"{where}.field", problem))
+    errors += _operator_errors(operator, values, "value", where)
+    for j, value in enumerate(values if isinstance(values, list) else ()):
+        if isinstance(value, dict | list) or value is None:
+            errors.append(PolicyError(f"{where}.value[{j}]", "must be a string, number or boolean"))
     return errors
 
 

@@ -28,7 +28,7 @@ RAW_READS = {
     ("kinds/template.py", "_condition_semantics"),
     ("policies/compiling.py", "_selector_warnings"),
     # Renderers and checkers outside these packages that still read JSON (left for later).
-    ("policies/compiling.py", "_check_selectors"), ("policies/policylevel.py", "match_conditions"),
+    ("policies/policylevel.py", "match_conditions"),
     ("kinds/javascript.py", "_load"), ("kinds/select.py", "compile_select"),
     ("kinds/sidecar.py", "_sidecar"),
 }
