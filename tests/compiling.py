@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kinitiras_py.api.overrides import OverrideRuleTemplate
+from kinitiras_py.api.overrides import OverrideRuleTemplate, PlaintextOverrider
 from kinitiras_py.api.schema import parse
 from kinitiras_py.base.typedefs import Obj
+from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.engine.rendering import render
 from kinitiras_py.offline.apply import build_engine
@@ -20,3 +21,9 @@ def compile_all(policies: Sequence[Obj]) -> list[CompiledPolicy]:
 def render_override(template: Obj, path: str) -> str:
     """The CEL an override ``template`` (as written) renders to, from its model as the compiler reads it."""
     return render.render_override(parse(OverrideRuleTemplate, template), path)
+
+
+def render_select(op: Obj, path: str) -> fanout.Rendered:
+    """The CEL a plaintext operation ``op`` (as written, with select or valueTemplate) fans out
+    with, from its model as the compiler reads it."""
+    return fanout.render(parse(PlaintextOverrider, op), path)

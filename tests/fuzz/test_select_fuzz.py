@@ -27,6 +27,7 @@ from kinitiras_py.convert import gotemplate
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.evaluation.kubemodlib import go_number, gval_compare
 from kinitiras_py.engine.kubemod import criteria, fanout, syntax
+from tests.compiling import render_select
 
 PIECES = ["$", "@", ".", "..", "[", "]", "(", ")", "*", "?", ",", ":", "'", '"', "==", "!=", "<", "<=", ">", ">=",
           "=~", "!~", "&&", "||", "!", "-", "1", "0", "1.5", "a", "kind", "length", "isEmpty", "isDefined",
@@ -118,7 +119,7 @@ def _fanned(op: dict[str, Any]) -> tuple[cel.Program, int] | None:
     """A fanned-out operation's program and depth, or None when it is refused as it may be: its
     select by its field, its CEL for its cost or its nesting."""
     try:
-        made = fanout.render(op, "p")
+        made = render_select(op, "p")
         return cel.compile_program(made.source), made.depth
     except PolicyError as e:
         assert e.path == "p.select" and e.reason

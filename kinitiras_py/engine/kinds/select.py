@@ -36,7 +36,7 @@ def compile_select(checker: Checker, errors: list[PolicyError], op: PlaintextOpe
                    where: str, refs: Iterable[str]) -> Selected | None:
     """The fanned-out operation ``op`` (``plaintext[j]`` of rule ``index``, at ``where``) rendered,
     compiled and checked; its CEL is written back as ``renderedCel``. None when refused."""
-    made = checker.collect(errors, fanout.render, op.raw, where)
+    made = checker.collect(errors, fanout.render, op, where)
     program = made and checker.collect(errors, compile_cel, made.source, where)
     if made is None or program is None:
         return None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kinitiras_py.api.overrides import PlaintextOverrider
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.kubemod import syntax
@@ -116,24 +117,24 @@ class Rendered:
     """Fan-out segments of the select: the result is nested one list per segment."""
 
 
-def render(op: Obj, path: str) -> Rendered:
+def render(op: PlaintextOverrider, path: str) -> Rendered:
     """CEL giving, for each value ``op``'s select picks, ``{"k": [key parts], "v": value}``.
 
     ``v`` is there when the value comes from ``valueTemplate``; without ``select`` there is one
     entry with no key parts. :func:`operations` turns the result into the operations. Raises
     PolicyError naming the field at fault.
     """
-    template = op.get("valueTemplate")
-    target = str(op.get("path") or "")
+    template = op.value_template
+    target = op.path or ""
 
     def entry(item: str, keys: tuple[Key, ...]) -> str:
         parts = ", ".join(k.expr for k in keys)
-        if template is None or op.get("op") == "remove":
+        if template is None or op.op == "remove":
             return f'[{{"k": dyn([{parts}])}}]'
-        text = with_scope(template_cel(str(template), f"{path}.valueTemplate"), item, keys)
+        text = with_scope(template_cel(template, f"{path}.valueTemplate"), item, keys)
         return f'[{{"k": dyn([{parts}]), "v": yaml.decode({text})}}]'
 
-    select = op.get("select")
+    select = op.select
     if select is None:
         return Rendered(entry("null", ()), 0)
     try:

@@ -11,6 +11,7 @@ from kinitiras_py.convert import gotemplate, kubemod
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import fanout
 from kinitiras_py.engine.policies.compiling import compile_policy
+from tests.compiling import render_select
 
 
 def modrule(spec: dict[str, Any], namespace: str | None = "shop") -> dict[str, Any]:
@@ -218,7 +219,7 @@ def _names(value: str) -> list[tuple[str, Any]]:
           "value": value}
     policy = convert(modrule({"type": "Patch", "patch": [op]}))
     [converted] = policy["spec"]["overrideRules"][0]["overriders"]["plaintext"]
-    made = fanout.render(converted, "p")
+    made = render_select(converted, "p")
     result = cel.compile_program(made.source).evaluate({"object": POD, "request": {"namespace": "shop"}})
     return [(o["path"], o["value"]) for o in fanout.operations(result, converted, made.depth)]
 

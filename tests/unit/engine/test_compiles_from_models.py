@@ -29,7 +29,7 @@ RAW_READS = {
     ("policies/compiling.py", "_selector_warnings"),
     # Renderers and checkers outside these packages that still read JSON (left for later).
     ("policies/policylevel.py", "match_conditions"),
-    ("kinds/javascript.py", "_load"), ("kinds/select.py", "compile_select"),
+    ("kinds/javascript.py", "_load"),
     ("kinds/sidecar.py", "_sidecar"),
 }
 GET_CALLS = {

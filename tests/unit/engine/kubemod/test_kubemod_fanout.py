@@ -10,6 +10,7 @@ import pytest
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import fanout
+from tests.compiling import render_select
 
 
 def _containers() -> list[dict[str, Any]]:
@@ -23,7 +24,7 @@ DEPLOYMENT = {"kind": "Deployment", "metadata": {"name": "web", "labels": {"team
 
 
 def run(op: dict[str, Any], obj: dict[str, Any] = DEPLOYMENT) -> list[dict[str, Any]]:
-    made = fanout.render(op, "spec.overrideRules[0].overriders.plaintext[0]")
+    made = render_select(op, "spec.overrideRules[0].overriders.plaintext[0]")
     program = cel.compile_program(made.source)
     result = program.evaluate({"object": obj, "request": {"namespace": "shop"}})
     return fanout.operations(result, op, made.depth)
@@ -104,7 +105,7 @@ def test_without_select_placeholders_stay() -> None:
 ])
 def test_errors_name_the_field(op: dict[str, Any], field: str, reason: str) -> None:
     with pytest.raises(PolicyError) as caught:
-        fanout.render(op, "p")
+        render_select(op, "p")
     assert caught.value.path == "p" + field
     assert reason in caught.value.reason
 
