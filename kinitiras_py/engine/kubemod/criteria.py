@@ -20,8 +20,8 @@ criterion, rendered with KubeMod's semantics:
 
 from __future__ import annotations
 
+from kinitiras_py.api.matching import MatchCondition
 from kinitiras_py.base.errors import PolicyError
-from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.kubemod import syntax
 from kinitiras_py.engine.kubemod.syntax import Call, Path, SelectError
 from kinitiras_py.engine.kubemod.tocel import MAX_CEL_BYTES, Compiler
@@ -36,25 +36,25 @@ def _printed(v: str) -> str:
             f": type({v}) == null_type ? dyn(\"<nil>\") : dyn(null))")
 
 
-def _passes(condition: Obj, v: str, compiler: Compiler) -> str:
+def _passes(condition: MatchCondition, v: str, compiler: Compiler) -> str:
     """CEL bool: the value ``v`` passes the comparison ``condition`` asks for."""
     p = compiler.fresh()
-    if condition.get("matchValue") is not None:
-        test = f"{p} == {cel_string(str(condition['matchValue']))}"
-    elif condition.get("matchValues"):
-        values = ", ".join(cel_string(str(x)) for x in condition["matchValues"])
+    if condition.match_value is not None:
+        test = f"{p} == {cel_string(str(condition.match_value))}"
+    elif condition.match_values:
+        values = ", ".join(cel_string(str(x)) for x in condition.match_values)
         test = f"{p} in [{values}]"
-    elif condition.get("matchRegex") is not None:
-        test = f"{p}.matches({cel_string(str(condition['matchRegex']))})"
+    elif condition.match_regex is not None:
+        test = f"{p}.matches({cel_string(str(condition.match_regex))})"
     else:
         return "true"
     return f"cel.bind({p}, {_printed(v)}, type({p}) == string && {test})"
 
 
-def criterion(condition: Obj, path: str) -> str:
+def criterion(condition: MatchCondition, path: str) -> str:
     """CEL bool for one KubeMod criterion; raises PolicyError naming ``path.select`` when bad."""
     try:
-        expr = syntax.parse(condition.get("select"))  # type: ignore[arg-type]
+        expr = syntax.parse(condition.select)  # type: ignore[arg-type]
         source = _criterion(expr, condition)
         if len(source) > MAX_CEL_BYTES:
             raise SelectError(f"the select is too complex: its CEL would be {len(source):,} bytes (at most "
@@ -64,9 +64,9 @@ def criterion(condition: Obj, path: str) -> str:
         raise PolicyError(f"{path}.select", f"invalid select: {e}") from None
 
 
-def _criterion(expr: syntax.Expr, condition: Obj) -> str:
+def _criterion(expr: syntax.Expr, condition: MatchCondition) -> str:
     compiler = Compiler()
-    every = condition.get("matchFor") == "All"
+    every = condition.match_for == "All"
     if isinstance(expr, Path) and expr.plain:
         def leaf(v: str, _keys: object) -> str:
             e = compiler.fresh()
@@ -89,21 +89,19 @@ def _criterion(expr: syntax.Expr, condition: Obj) -> str:
         found = compiler.value(expr, lambda v: _passes(condition, v, compiler), None)
     else:
         found = compiler.boolean(expr)
-    return f"!{found}" if condition.get("negate") else found
+    return f"!{found}" if condition.negate else found
 
 
-def render(conditions: list[Obj], path: str) -> tuple[str | None, list[PolicyError]]:
+def render(conditions: list[MatchCondition], path: str) -> tuple[str | None, list[PolicyError]]:
     """One CEL bool for every condition (None when there are none), and the problems found."""
     parts: list[str] = []
     errors: list[PolicyError] = []
     for i, condition in enumerate(conditions):
         where = f"{path}[{i}]"
-        if not isinstance(condition, dict):
-            continue
-        label = condition.get("name") or (condition.get("select") if condition.get("select") else None)
+        label = condition.name or condition.select or None
         comment = f"// {where}" + (f": {_one_line(str(label))}" if label else "")
-        if condition.get("expression") is not None:
-            parts.append(f"{comment}\n({condition['expression']})")
+        if condition.expression is not None:
+            parts.append(f"{comment}\n({condition.expression})")
             continue
         try:
             parts.append(f"{comment}\n{criterion(condition, where)}")

@@ -62,14 +62,13 @@ def match_conditions(checker: Checker, conditions: list[MatchCondition], refs: d
                     errors.append(PolicyError(f"{path}[{i}].select", f"$.syntheticRefs.{name} is neither the "
                                               "namespace nor one of the policy's valueRefs"))
             # Alone first, so that a select whose CEL costs too much is refused at its own field.
-            source = checker.collect(errors, criteria.criterion, condition.raw, f"{path}[{i}]")
+            source = checker.collect(errors, criteria.criterion, condition, f"{path}[{i}]")
             if source is not None:
                 program = checker.collect(errors, compile_cel, source, f"{path}[{i}].select")
                 checker.check_cel(errors, program, f"{path}[{i}].select", ())
     if errors:
         raise PolicyErrors(errors)
-    # KubeMod's criteria are rendered from the conditions as written (:mod:`..kubemod.criteria`).
-    source, problems = criteria.render([c.raw for c in conditions if c is not None], path)
+    source, problems = criteria.render([c for c in conditions if c is not None], path)
     if problems:
         raise PolicyErrors(problems)
     if source is None:

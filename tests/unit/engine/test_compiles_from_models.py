@@ -28,7 +28,6 @@ RAW_READS = {
     ("kinds/template.py", "_condition_semantics"),
     ("policies/compiling.py", "_selector_warnings"),
     # Renderers and checkers outside these packages that still read JSON (left for later).
-    ("policies/policylevel.py", "match_conditions"),
     ("kinds/javascript.py", "_load"),
     ("kinds/sidecar.py", "_sidecar"),
 }

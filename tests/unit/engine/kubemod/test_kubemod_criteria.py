@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 
+from kinitiras_py.api.matching import MatchCondition
+from kinitiras_py.api.schema import parse
 from kinitiras_py.base.errors import CelEvalError, PolicyError
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.kubemod import criteria
+from tests.compiling import render_criterion
 
 DEPLOYMENT: dict[str, Any] = {
     "apiVersion": "apps/v1", "kind": "Deployment",
@@ -32,7 +35,7 @@ NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop
 
 
 def matches(condition: dict[str, Any], obj: dict[str, Any] = DEPLOYMENT) -> Any:
-    program = cel.compile_program(criteria.criterion(condition, "spec.matchConditions[0]"))
+    program = cel.compile_program(render_criterion(condition, "spec.matchConditions[0]"))
     return program.evaluate({"object": obj, "namespaceObject": NAMESPACE})
 
 
@@ -143,14 +146,14 @@ def test_criterion(condition: dict[str, Any], expected: bool) -> None:
 
 
 def test_other_synthetic_references_are_the_policy_value_refs() -> None:
-    program = cel.compile_program(criteria.criterion(
+    program = cel.compile_program(render_criterion(
         {"select": "$.syntheticRefs.node.metadata.labels.zone", "matchValue": "b"}, "m"))
     assert program.evaluate({"object": DEPLOYMENT, "params": {"node": {"metadata": {"labels": {"zone": "b"}}}}})
     assert not program.evaluate({"object": DEPLOYMENT, "params": {}})
 
 
 def test_the_object_without_a_namespace_object() -> None:
-    program = cel.compile_program(criteria.criterion(
+    program = cel.compile_program(render_criterion(
         {"select": "$.syntheticRefs.namespace.metadata.name"}, "m"))
     assert program.evaluate({"object": DEPLOYMENT, "namespaceObject": None}) is False
 
@@ -158,7 +161,7 @@ def test_the_object_without_a_namespace_object() -> None:
 def test_a_select_costing_too_much_for_any_request_is_admitted_for_smaller_ones() -> None:
     # Counting through '..' copies a list at every level: affordable only for short lists, which
     # each request is then measured against before the select runs.
-    program = cel.compile_program(criteria.criterion({"select": "length($..*) > 5"}, "m"))
+    program = cel.compile_program(render_criterion({"select": "length($..*) > 5"}, "m"))
     assert program.bound.items is not None and program.bound.items < 1000
     assert program.evaluate({"object": {"a": list(range(8))}}) is True
     with pytest.raises(CelEvalError, match="too large for this expression's cost bound"):
@@ -174,14 +177,15 @@ def test_a_select_costing_too_much_for_any_request_is_admitted_for_smaller_ones(
 ])
 def test_bad_selects_name_the_field(select: str, reason: str) -> None:
     with pytest.raises(PolicyError) as caught:
-        criteria.criterion({"select": select}, "spec.matchConditions[2]")
+        render_criterion({"select": select}, "spec.matchConditions[2]")
     assert caught.value.path == "spec.matchConditions[2].select"
     assert reason in caught.value.reason
 
 
 def test_render_joins_every_condition() -> None:
-    source, errors = criteria.render([{"name": "is a deployment", "select": "$.kind", "matchValue": "Deployment"},
-                                      {"expression": "object.spec.replicas > 2"}], "spec.matchConditions")
+    written = [{"name": "is a deployment", "select": "$.kind", "matchValue": "Deployment"},
+               {"expression": "object.spec.replicas > 2"}]
+    source, errors = criteria.render([parse(MatchCondition, c) for c in written], "spec.matchConditions")
     assert errors == [] and source is not None
     assert "// spec.matchConditions[0]: is a deployment" in source
     program = cel.compile_program(source)

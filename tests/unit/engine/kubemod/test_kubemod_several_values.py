@@ -12,7 +12,7 @@ import pytest
 from kinitiras_py.base.errors import CelEvalError
 from kinitiras_py.engine.evaluation import cel, cost
 from kinitiras_py.engine.evaluation.kubemodlib import go_number, gval_compare
-from kinitiras_py.engine.kubemod import criteria
+from tests.compiling import render_criterion
 
 POD: dict[str, Any] = {
     "apiVersion": "v1", "kind": "Pod",
@@ -30,7 +30,7 @@ POD: dict[str, Any] = {
 
 
 def holds(select: str, obj: dict[str, Any] = POD, **condition: Any) -> Any:
-    program = cel.compile_program(criteria.criterion({"select": select, **condition}, "spec.matchConditions[0]"))
+    program = cel.compile_program(render_criterion({"select": select, **condition}, "spec.matchConditions[0]"))
     return program.evaluate({"object": obj})
 
 
@@ -128,7 +128,7 @@ def _deployment(ports: list[int]) -> dict[str, Any]:
     "isNotEmpty($.spec..ports[? @.containerPort < 1024])",  # needs one value, not a count
 ])
 def test_descent_with_a_filter_fits_the_budget_for_any_request(select: str) -> None:
-    program = cel.compile_program(criteria.criterion({"select": select}, "m"))
+    program = cel.compile_program(render_criterion({"select": select}, "m"))
     assert program.bound.cost <= cost.BUDGET
     assert program.bound.items is None  # no request is too large for it
 
@@ -141,7 +141,7 @@ def test_descent_with_a_filter_decides_as_kubemod() -> None:
 
 def test_a_hostile_object_meets_the_iteration_limit_not_the_deadline() -> None:
     # Far more values than any loop may visit: the evaluation stops early with an error.
-    program = cel.compile_program(criteria.criterion({"select": "$.spec..ports[? @.containerPort < 1024]"}, "m"))
+    program = cel.compile_program(render_criterion({"select": "$.spec..ports[? @.containerPort < 1024]"}, "m"))
     hostile = {"spec": {f"k{i}": [{"x": [j]} for j in range(20)] for i in range(2000)}}
     started = time.monotonic()
     with pytest.raises(CelEvalError, match="Iteration budget exceeded"):
