@@ -14,13 +14,13 @@ lists) as their compact JSON text, so ``3``, ``true`` and ``1.5`` are written as
 selectors. A JSON ``null`` counts as absent.
 
 Invalid selectors match nothing; ``validate_*`` report why, with the field path of each problem;
-``*_selector_problems`` report the same from a selector's model (what the compiler reads).
+``selector_problems`` reports the same from a selector's model (what the compiler reads).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -121,25 +121,41 @@ def annotation_key_problem(key: object) -> str | None:
 
 def validate_label_selector(sel: dict[str, Any], path: str) -> list[PolicyError]:
     """Every problem with a Kubernetes label selector, each with its field path."""
+    return _validate(sel, path, "matchLabels", _match_labels_errors, lambda req, where: _label_requirement_errors(
+        req.get("key"), req.get("operator"), req.get("values"), where))
+
+
+def _validate(sel: object, path: str, map_key: str,
+              map_errors: Callable[[Mapping[Any, object], str], list[PolicyError]],
+              requirement_errors: Callable[[Obj, str], list[PolicyError]]) -> list[PolicyError]:
+    """A selector as written: its map (``map_key``) and its match expressions, each checked by the
+    given checks once its shape is right."""
     if not isinstance(sel, dict):
         return [PolicyError(path, "must be an object")]
     errors: list[PolicyError] = []
-    labels = sel.get("matchLabels")
-    if labels is not None and not isinstance(labels, dict):
-        errors.append(PolicyError(f"{path}.matchLabels", "must be an object"))
-    errors += _match_labels_errors(labels if isinstance(labels, dict) else {}, path)
+    entries = sel.get(map_key)
+    if entries is not None and not isinstance(entries, dict):
+        errors.append(PolicyError(f"{path}.{map_key}", "must be an object"))
+    errors += map_errors(entries if isinstance(entries, dict) else {}, path)
     for where, req in _expressions(sel, path, errors):
-        errors += _label_requirement_errors(req.get("key"), req.get("operator"), req.get("values"), where)
+        errors += requirement_errors(req, where)
     return errors
 
 
-def label_selector_problems(sel: LabelSelector, path: str) -> list[PolicyError]:
-    """Every problem with a label selector's model beyond its schema, each with its field path
-    (an expression that is not even an object, None in a partial model, has its model error)."""
-    errors = _match_labels_errors(sel.match_labels, path)
-    for i, req in enumerate(sel.match_expressions):
+def selector_problems(sel: LabelSelector | FieldSelector, path: str) -> list[PolicyError]:
+    """Every problem with a label or field selector's model beyond its schema, each with its field
+    path (an expression that is not even an object, None in a partial model, has its model error)."""
+    if isinstance(sel, LabelSelector):
+        errors = _match_labels_errors(sel.match_labels, path)
+        written = [None if r is None else (r.key, r.operator, r.values) for r in sel.match_expressions]
+        requirement_errors = _label_requirement_errors
+    else:
+        errors = _match_fields_errors(sel.match_fields, path)
+        written = [None if r is None else (r.field, r.operator, r.value) for r in sel.match_expressions]
+        requirement_errors = _field_requirement_errors
+    for i, req in enumerate(written):
         if req is not None:
-            errors += _label_requirement_errors(req.key, req.operator, req.values, f"{path}.matchExpressions[{i}]")
+            errors += requirement_errors(*req, f"{path}.matchExpressions[{i}]")
     return errors
 
 
@@ -154,7 +170,7 @@ def _match_labels_errors(labels: Mapping[Any, object], path: str) -> list[Policy
     return errors
 
 
-def _label_requirement_errors(key: object, operator: object, values: object, where: str) -> list[PolicyError]:
+def _label_requirement_errors(key: object, operator: object, values: object, where: str, /) -> list[PolicyError]:
     errors = []
     if problem := qualified_name_problem(key):
         errors.append(PolicyError(f"{where}.key", f"invalid label key {key!r}: {problem}"))
@@ -179,25 +195,8 @@ def _path_problem(path: object) -> str | None:
 
 def validate_field_selector(sel: dict[str, Any], path: str) -> list[PolicyError]:
     """Every problem with a field selector (paths, operators, values), each with its field path."""
-    if not isinstance(sel, dict):
-        return [PolicyError(path, "must be an object")]
-    errors: list[PolicyError] = []
-    fields = sel.get("matchFields")
-    if fields is not None and not isinstance(fields, dict):
-        errors.append(PolicyError(f"{path}.matchFields", "must be an object"))
-    errors += _match_fields_errors(fields if isinstance(fields, dict) else {}, path)
-    for where, req in _expressions(sel, path, errors):
-        errors += _field_requirement_errors(req.get("field"), req.get("operator"), req.get("value"), where)
-    return errors
-
-
-def field_selector_problems(sel: FieldSelector, path: str) -> list[PolicyError]:
-    """Every problem with a field selector's model beyond its schema, each with its field path."""
-    errors = _match_fields_errors(sel.match_fields, path)
-    for i, req in enumerate(sel.match_expressions):
-        if req is not None:
-            errors += _field_requirement_errors(req.field, req.operator, req.value, f"{path}.matchExpressions[{i}]")
-    return errors
+    return _validate(sel, path, "matchFields", _match_fields_errors, lambda req, where: _field_requirement_errors(
+        req.get("field"), req.get("operator"), req.get("value"), where))
 
 
 def _match_fields_errors(fields: Mapping[Any, object], path: str) -> list[PolicyError]:
@@ -211,7 +210,7 @@ def _match_fields_errors(fields: Mapping[Any, object], path: str) -> list[Policy
     return errors
 
 
-def _field_requirement_errors(field: object, operator: object, values: object, where: str) -> list[PolicyError]:
+def _field_requirement_errors(field: object, operator: object, values: object, where: str, /) -> list[PolicyError]:
     errors = []
     if problem := _path_problem(field):
         errors.append(PolicyError(f"{where}.field", problem))

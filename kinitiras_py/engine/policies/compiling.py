@@ -172,9 +172,9 @@ def _check_selectors(sels: list[ResourceSelector]) -> None:
             continue
         base = f"spec.resourceSelectors[{i}]"
         if sel.label_selector is not None:
-            errors += selectors.label_selector_problems(sel.label_selector, f"{base}.labelSelector")
+            errors += selectors.selector_problems(sel.label_selector, f"{base}.labelSelector")
         if sel.field_selector is not None:
-            errors += selectors.field_selector_problems(sel.field_selector, f"{base}.fieldSelector")
+            errors += selectors.selector_problems(sel.field_selector, f"{base}.fieldSelector")
     if errors:
         raise PolicyErrors(errors)
 

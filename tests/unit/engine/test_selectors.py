@@ -11,14 +11,13 @@ from kinitiras_py.api.schema import parse
 from kinitiras_py.api.selectors import FieldSelector
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.engine.objects.selectors import (
-    field_selector_problems,
     field_text,
-    label_selector_problems,
     match_any,
     match_fields,
     match_labels,
     match_resource,
     selector_group,
+    selector_problems,
     validate_field_selector,
     validate_label_selector,
 )
@@ -442,19 +441,19 @@ def _said(errors: list[PolicyError]) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("written", MODEL_LABEL_SELECTORS)
 def test_a_label_selector_model_is_checked_as_written(written: dict[str, Any]) -> None:
-    assert (_said(label_selector_problems(parse(LabelSelector, written), LS))
+    assert (_said(selector_problems(parse(LabelSelector, written), LS))
             == _said(validate_label_selector(written, LS)))
 
 
 @pytest.mark.parametrize("written", MODEL_FIELD_SELECTORS)
 def test_a_field_selector_model_is_checked_as_written(written: dict[str, Any]) -> None:
-    assert (_said(field_selector_problems(parse(FieldSelector, written), FS))
+    assert (_said(selector_problems(parse(FieldSelector, written), FS))
             == _said(validate_field_selector(written, FS)))
 
 
 def test_the_models_problems_name_each_field() -> None:
-    label = label_selector_problems(parse(LabelSelector, MODEL_LABEL_SELECTORS[2]), LS)
-    field = field_selector_problems(parse(FieldSelector, MODEL_FIELD_SELECTORS[2]), FS)
+    label = selector_problems(parse(LabelSelector, MODEL_LABEL_SELECTORS[2]), LS)
+    field = selector_problems(parse(FieldSelector, MODEL_FIELD_SELECTORS[2]), FS)
     assert [e.path for e in label] == [f"{LS}.matchExpressions[0].key", f"{LS}.matchExpressions[0].values",
                                        f"{LS}.matchExpressions[1].values", f"{LS}.matchExpressions[2].values[1]"]
     assert [e.path for e in field] == [f"{FS}.matchExpressions[0].field", f"{FS}.matchExpressions[1].value",
