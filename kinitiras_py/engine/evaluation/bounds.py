@@ -160,7 +160,10 @@ def grown(value: JSON, path: tuple[str, ...]) -> int:
     if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
         keys = len(joined) + 6 * len(path)  # written as they are: "token":{...}, or an index
     else:
-        keys = sum(len(orjson.dumps(token)) + 4 for token in path)
+        try:
+            keys = sum(len(orjson.dumps(token)) + 4 for token in path)
+        except TypeError:  # a lone surrogate (a script may write one): not JSON, no bound
+            return cost.MAX_REQUEST_BYTES * 1024
     node: Any = value
     for token in path:
         if type(node) is dict:
