@@ -26,8 +26,8 @@ from kinitiras_py.base.errors import CelCompileError, CelEvalError, PolicyError
 from kinitiras_py.convert import gotemplate
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.evaluation.kubemodlib import go_number, gval_compare
-from kinitiras_py.engine.kubemod import criteria, fanout, syntax
-from tests.compiling import render_select
+from kinitiras_py.engine.kubemod import fanout, syntax
+from tests.compiling import render_criterion, render_select
 
 PIECES = ["$", "@", ".", "..", "[", "]", "(", ")", "*", "?", ",", ":", "'", '"', "==", "!=", "<", "<=", ">", ">=",
           "=~", "!~", "&&", "||", "!", "-", "1", "0", "1.5", "a", "kind", "length", "isEmpty", "isDefined",
@@ -103,7 +103,7 @@ def test_selects_compile_and_never_fail_when_run(select: str, compare: dict[str,
                                                  objects: list[Any]) -> None:
     condition = {"select": select, "negate": negate, **compare}
     try:
-        source = criteria.criterion(condition, "spec.matchConditions[0]")
+        source = render_criterion(condition, "spec.matchConditions[0]")
         program = cel.compile_program(source)
     except PolicyError as e:
         assert e.path == "spec.matchConditions[0].select" and e.reason
@@ -154,7 +154,7 @@ SHALLOW = st.recursive(st.none() | st.integers(-1, 2) | st.sampled_from(["", "a"
 def test_counts_never_fail_when_run(function: str, path: str, objects: list[Any]) -> None:
     select = f"{function}(${path})" + (" >= 0" if function == "length" else "")
     try:
-        program = cel.compile_program(criteria.criterion({"select": select}, "spec.matchConditions[0]"))
+        program = cel.compile_program(render_criterion({"select": select}, "spec.matchConditions[0]"))
     except CelCompileError as e:
         assert "exceeds the budget" in str(e) or "recursion" in str(e), e
         return
