@@ -109,3 +109,7 @@ class ReviewError(KinitirasError):
 
 class DevError(KinitirasError):
     """The local control plane could not be managed; the message says why and where to look."""
+
+
+class BenchError(KinitirasError, RuntimeError):
+    """A benchmark could not set itself up or clean up (the API server refused or kept failing)."""

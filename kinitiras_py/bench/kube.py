@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from kinitiras_py.base.errors import BenchError
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster import kubeconfig
 
@@ -52,11 +53,20 @@ class Access:
         return {"Authorization": self.authorization}
 
 
-class Kube:
-    """An aiohttp session on the API server; every call raises RuntimeError on an unexpected status."""
+_BUSY = frozenset({429, 500, 503, 504})
+"""What an API server answers when it is overloaded ("please try again"): an idempotent call is retried."""
+_IDEMPOTENT = frozenset({"GET", "DELETE"})
 
-    def __init__(self, access: Access) -> None:
+
+class Kube:
+    """An aiohttp session on the API server; every call raises :class:`BenchError` on an unexpected status.
+
+    GETs and DELETEs the server answers as overloaded are retried (``tries`` in all, backing off),
+    since on a loaded machine the benchmark's own load makes the API server time out its clean-up."""
+
+    def __init__(self, access: Access, tries: int = 5, backoff: float = 1.0) -> None:
         self.access = access
+        self.tries, self.backoff = tries, backoff
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=access.context(), limit=16),
                                               headers=access.headers())
 
@@ -68,12 +78,19 @@ class Kube:
                    content_type: str = "application/json") -> Any:
         """One request; the decoded answer."""
         data = None if body is None else orjson.dumps(body)
-        async with self._session.request(method, self.access.server + path, data=data,
-                                         headers={"Content-Type": content_type}) as resp:
-            raw = await resp.read()
-            if resp.status not in set(ok):
-                raise RuntimeError(f"{method} {path}: HTTP {resp.status}: {raw[:500]!r}")
-            return orjson.loads(raw) if raw else None
+        tries = self.tries if method in _IDEMPOTENT else 1
+        attempt = 0
+        while True:
+            attempt += 1
+            async with self._session.request(method, self.access.server + path, data=data,
+                                             headers={"Content-Type": content_type}) as resp:
+                raw = await resp.read()
+                if resp.status in set(ok):
+                    return orjson.loads(raw) if raw else None
+                if resp.status not in _BUSY or attempt == tries:
+                    raise BenchError(f"{method} {path}: HTTP {resp.status}"
+                                     f"{f' after {attempt} tries' if attempt > 1 else ''}: {raw[:500]!r}")
+            await asyncio.sleep(self.backoff * attempt)
 
     async def ensure(self, path: str, obj: Obj) -> None:
         """Create ``obj`` in the collection ``path`` unless it exists."""
@@ -101,7 +118,7 @@ class Kube:
         path = f"/api/v1/namespaces/{name}/serviceaccounts/default"
         while (await self.call("GET", path, ok=(200, 404))).get("kind") != "ServiceAccount":
             if time.monotonic() > deadline:
-                raise RuntimeError(f"namespace {name} got no default ServiceAccount within {timeout:.0f} s")
+                raise BenchError(f"namespace {name} got no default ServiceAccount within {timeout:.0f} s")
             await asyncio.sleep(0.2)
 
     def policy_path(self, policy: Obj) -> str:

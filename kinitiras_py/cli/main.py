@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from kinitiras_py import __version__
+from kinitiras_py.base.errors import BenchError
 from kinitiras_py.cli import bench, convert, crds, dev, offline, serve
 from kinitiras_py.cluster.kubeconfig import ConfigError
 
@@ -73,9 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         code: int = args.handler(args)
-    except (OSError, ConfigError) as e:
-        # The machine refused something the command was told to use (a path, a port), or the kubeconfig
-        # does not say how to reach the API server: say what, no traceback.
+    except (OSError, ConfigError, BenchError) as e:
+        # The machine refused something the command was told to use (a path, a port), the kubeconfig
+        # does not say how to reach the API server, or a benchmark's API server kept failing: say
+        # what, no traceback.
         print(f"kinitiras-py {args.command}: {e}", file=sys.stderr)
         return 2
     return code
