@@ -35,6 +35,15 @@ CLUSTER_KINDS = frozenset({"ClusterOverridePolicy", "ClusterValidatePolicy"})
 VALIDATE_KINDS = frozenset({"ClusterValidatePolicy", "ValidatePolicy"})
 
 
+def _part(parts: tuple[object, ...], kind: type[PartT] | tuple[type[PartT], ...]) -> PartT | None:
+    """The first of a rule's ``parts`` of ``kind`` (a rule holds at most one of each)."""
+    # A loop, not next() over a generator: the request path reads these per matched rule.
+    for part in parts:
+        if isinstance(part, kind):
+            return part
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledOverrideRule:
     """One ``overrideRules[i]``: its overriders in application order."""
@@ -51,66 +60,59 @@ class CompiledOverrideRule:
     last_applied: bool = False
     """Apply the operations to the last-applied-configuration annotation too (KubeMod)."""
 
-    def _part(self, kind: type[PartT] | tuple[type[PartT], ...]) -> PartT | None:
-        # A loop, not next() over a generator: the request path reads these per matched rule.
-        for part in self.overriders:
-            if isinstance(part, kind):
-                return part
-        return None
-
     @property
     def rendered(self) -> Program | None:
         """The rendered template's program (a sidecar's when inline, an inject template's plan)."""
-        part = self._part(_RENDERED)
+        part = _part(self.overriders, _RENDERED)
         return part.program if part is not None else None
 
     @property
     def cue(self) -> Program | None:
         """The ``cue`` program compiled to CEL."""
-        part = self._part(CueOverrider)
+        part = _part(self.overriders, CueOverrider)
         return part.program if part is not None else None
 
     @property
     def cel(self) -> Program | None:
         """The ``cel`` program."""
-        part = self._part(CelOverrider)
+        part = _part(self.overriders, CelOverrider)
         return part.program if part is not None else None
 
     @property
     def javascript(self) -> JsProgram | None:
         """The ``javascript`` (``jsa_mutate``) program."""
-        part = self._part(JavascriptOverrider)
+        part = _part(self.overriders, JavascriptOverrider)
         return part.program if part is not None else None
 
     @property
     def plaintext(self) -> Patch:
         """The ``plaintext`` operations as written."""
-        part = self._part(PlaintextOverrider)
+        part = _part(self.overriders, PlaintextOverrider)
         return part.ops if part is not None else []
 
     @property
     def fanout(self) -> Mapping[int, Selected]:
         """Plaintext operations with select or valueTemplate, by index: their program and fan-out depth."""
-        part = self._part(PlaintextOverrider)
+        part = _part(self.overriders, PlaintextOverrider)
         return part.fanout if part is not None else EMPTY
 
     @property
     def origin(self) -> list[Obj]:
         """The ``origin`` entries."""
-        part = self._part(OriginOverrider)
+        part = _part(self.overriders, OriginOverrider)
         return part.entries if part is not None else []
 
     @property
     def sidecar(self) -> SidecarRule | None:
         """For a ``sidecar`` template: its group and, when kept in a ConfigMap, where."""
-        part = self._part(SidecarOverrider)
+        part = _part(self.overriders, SidecarOverrider)
         return part.rule if part is not None else None
 
     @property
     def inject(self) -> InjectOverrider | None:
         """For an ``inject`` template: its plan's program, onConflict and own marker
         (:mod:`..running.injection` combines it with the other inject rules')."""
-        return self._part(InjectOverrider)
+        return _part(self.overriders, InjectOverrider)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,34 +131,28 @@ class CompiledValidateRule:
     ``messageTemplate``), cue, cel, javascript."""
     refs: Mapping[str, Obj] = field(default_factory=empty)
 
-    def _part(self, kind: type[PartT]) -> PartT | None:
-        for part in self.checks:
-            if isinstance(part, kind):
-                return part
-        return None
-
     @property
     def rendered(self) -> Program | None:
         """The rendered template's program."""
-        part = self._part(TemplateCheck)
+        part = _part(self.checks, TemplateCheck)
         return part.program if part is not None else None
 
     @property
     def cue(self) -> Program | None:
         """The ``cue`` program compiled to CEL (object, and oldObject on UPDATE only)."""
-        part = self._part(CueCheck)
+        part = _part(self.checks, CueCheck)
         return part.program if part is not None else None
 
     @property
     def cel(self) -> Program | None:
         """The ``cel`` program."""
-        part = self._part(CelCheck)
+        part = _part(self.checks, CelCheck)
         return part.program if part is not None else None
 
     @property
     def javascript(self) -> JsProgram | None:
         """The ``javascript`` (``jsa_validate``) program."""
-        part = self._part(JavascriptCheck)
+        part = _part(self.checks, JavascriptCheck)
         return part.program if part is not None else None
 
 
