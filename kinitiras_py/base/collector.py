@@ -23,7 +23,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Pauses", "manage", "managed", "settle"]
+__all__ = ["FULL", "Pauses", "manage", "managed", "settle"]
 
 
 class _State:
@@ -57,30 +57,39 @@ def settle(reason: str) -> int:
     return frozen
 
 
+FULL = 2
+"""The generation a full collection collects."""
+
+
 class Pauses:
-    """Times the collector's full collections (seconds each) while installed (``gc.callbacks``).
+    """Times the collector's collections (seconds each) while installed (``gc.callbacks``).
 
-    Each pause is given to ``on_pause`` as it ends, and kept in :attr:`full`."""
+    Each pause is given to ``on_pause`` as it ends, with the generation collected (0 and 1 are
+    young collections, :data:`FULL` a full one). It runs inside the collection, on whatever
+    thread triggered it: it must not block or take a lock."""
 
-    def __init__(self, on_pause: Callable[[float], None] | None = None) -> None:
-        self.full: list[float] = []
+    def __init__(self, on_pause: Callable[[int, float], None]) -> None:
         self._on_pause = on_pause
         self._began: float | None = None
 
-    def __enter__(self) -> Pauses:
+    def start(self) -> Pauses:
+        """Time collections from now on."""
         gc.callbacks.append(self._callback)
         return self
 
-    def __exit__(self, *_exc: object) -> None:
+    def stop(self) -> None:
+        """Time no more collections."""
         gc.callbacks.remove(self._callback)
 
+    def __enter__(self) -> Pauses:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
-        if info.get("generation") != 2:
-            return
         if phase == "start":
             self._began = time.perf_counter()
         elif self._began is not None:
             took, self._began = time.perf_counter() - self._began, None
-            self.full.append(took)
-            if self._on_pause is not None:
-                self._on_pause(took)
+            self._on_pause(info.get("generation", FULL), took)

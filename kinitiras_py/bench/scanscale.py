@@ -263,6 +263,11 @@ class _Probe:
             due = max(due + PROBE_INTERVAL, now)  # a late probe is not followed by a burst
 
 
+def _full_pause(phase: Phase, generation: int, took: float) -> None:
+    if generation == collector.FULL:
+        phase.pauses.append(took)
+
+
 async def _measure(phase: Phase, probe: _Probe, until: Any) -> Phase:
     """Run ``phase`` until the awaitable ``until`` is done; wall and CPU seconds."""
     probe.phase = phase
@@ -304,7 +309,7 @@ async def run(total_pods: int, total_policies: int = 50, rate: float = 20.0, sec
     collector.settle("policies loaded")  # as serve does once its policies are loaded
     probing = asyncio.get_running_loop().create_task(probe.run())
     try:
-        with collector.Pauses(lambda took: probe.phase.pauses.append(took)):
+        with collector.Pauses(lambda generation, took: _full_pause(probe.phase, generation, took)):
             phases = [await _measure(Phase("baseline"), probe, asyncio.sleep(baseline))]
             before = memory_of(os.getpid())[0]
             phases.append(await _measure(Phase("first pass"), probe, _first_pass(scanner, sink, total_pods)))

@@ -149,6 +149,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
     gauges = asyncio.get_running_loop().create_task(_update_gauges(watch, metrics), name="gauges")
     await server.start()
     collector.manage(True)  # this process serves: it decides how its long-lived state is collected
+    pauses = collector.Pauses(metrics.collections.observe).start()  # exported as kinitiras_gc_pause_seconds
     try:
         await watch.synced.wait()
         try:
@@ -187,6 +188,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         await http.close()
         await store.close()
         await api.close()
+        pauses.stop()
         collector.manage(False)
 
 

@@ -14,12 +14,15 @@ from prometheus_client.utils import floatToGoString
 
 from kinitiras_py.admission.engine import Engine
 from kinitiras_py.base.bounded import Cache
+from kinitiras_py.base.collector import FULL
 from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleFailure, Verdict
 from kinitiras_py.reports.stats import ReportStats
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # 2.0 is 80% of the default 2.5 s deadline: the alert on p99 near the deadline reads that bucket edge.
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0)
+# A young collection takes well under a millisecond; a full one over a large heap, up to seconds.
+_PAUSE_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 @dataclass
@@ -46,6 +49,9 @@ class Metrics:
         r.register(self.caches)
         self.certificate = _Certificate()
         r.register(self.certificate)
+        self.collections = _Collections(_PAUSE_BUCKETS)
+        """The garbage collector's pauses, fed by ``serve`` (:class:`~..base.collector.Pauses`)."""
+        r.register(self.collections)
         self.reports = ReportStats()
         """PolicyReports written, fed by ``serve``'s report writer."""
         r.register(self.reports)
@@ -214,6 +220,31 @@ class _PolicyStats:
         yield matched
         yield patched
         yield evaluation
+
+
+class _Collections:
+    """The garbage collector's pauses, young (generations 0 and 1) and full, as a histogram kept
+    as plain numbers: :meth:`observe` runs inside a collection, on whatever thread triggered it,
+    where taking a lock (as prometheus-client's children do) could wait on the thread itself."""
+
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self._bounds = buckets
+        self._young = _Histogram(len(buckets))
+        self._full = _Histogram(len(buckets))
+
+    def observe(self, generation: int, seconds: float) -> None:
+        """Count one collection of ``generation`` that held the process for ``seconds``."""
+        (self._full if generation == FULL else self._young).observe(self._bounds, seconds)
+
+    def collect(self) -> Iterator[Metric]:
+        """One histogram family, labelled by collection (young, full)."""
+        family = HistogramMetricFamily("kinitiras_gc_pause_seconds",
+                                       "Time the garbage collector held the process, per collection",
+                                       labels=["collection"])
+        edges = _edges(self._bounds)
+        self._young.add_to(family, ["young"], edges)
+        self._full.add_to(family, ["full"], edges)
+        yield family
 
 
 class _Results:

@@ -7,6 +7,7 @@ the test fails when the registry exports one that no request in this test moves.
 from __future__ import annotations
 
 import asyncio
+import gc
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from kinitiras_py.base import collector
 from kinitiras_py.bench.scanscale import Preloaded
 from kinitiras_py.certs import authority
 from kinitiras_py.certs.tls import ReloadableTLS
@@ -191,6 +193,9 @@ async def exercise(aiohttp_client: Any) -> tuple[Handlers, TestClient]:
 
 async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     handlers, client = await exercise(aiohttp_client)
+    with collector.Pauses(handlers.metrics.collections.observe):  # as serve times them
+        gc.collect(0)
+        gc.collect()
     found = samples(await (await client.get("/metrics")).text())
 
     oversell, label_cm = "ClusterOverridePolicy oversell", "OverridePolicy default/label-cm"
@@ -264,6 +269,8 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     assert found[("kinitiras_mutation_answers_bytes", ())] > 0
     assert found[("kinitiras_scan_last_full_pass_timestamp_seconds", ())] > 0
     assert found[("kinitiras_scan_pass_duration_seconds", ())] > 0
+    for collection in ("young", "full"):
+        assert found[("kinitiras_gc_pause_seconds_count", (("collection", collection),))] >= 1
     for name in ("kinitiras_webhook_request_duration_seconds_sum", "kinitiras_policy_evaluation_seconds_sum"):
         assert all(v > 0 for (sample, _labels), v in found.items() if sample == name)
     # Every family the registry exports is one this test moved.
@@ -273,7 +280,8 @@ async def test_every_documented_metric_moves(aiohttp_client: Any) -> None:
     moved |= {"kinitiras_report_pending"}  # back to 0 once written: the writer's tests see it move
     moved |= {"kinitiras_cel_results_evaluated", "kinitiras_cel_results_bytes", "kinitiras_mutation_results_evaluated",
               "kinitiras_mutation_results_bytes", "kinitiras_mutation_answers_bytes",
-              "kinitiras_scan_last_full_pass_timestamp_seconds", "kinitiras_scan_pass_duration_seconds"}
+              "kinitiras_scan_last_full_pass_timestamp_seconds", "kinitiras_scan_pass_duration_seconds",
+              "kinitiras_gc_pause_seconds"}
     assert exported == moved
 
 

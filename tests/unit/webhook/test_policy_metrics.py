@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import gc
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kinitiras_py.base import collector
 from kinitiras_py.engine.policies.compiled import CompiledPolicy
 from kinitiras_py.engine.policies.compiling import compile_policy
 from kinitiras_py.engine.policies.results import Mutation, PolicyId, RuleId
 from kinitiras_py.engine.running.validating import validate
-from kinitiras_py.webhook.metrics import _LATENCY_BUCKETS, Metrics
+from kinitiras_py.webhook.metrics import _LATENCY_BUCKETS, _PAUSE_BUCKETS, Metrics
 
 OVERSELL = PolicyId("ClusterOverridePolicy", None, "oversell")
 LABELS = PolicyId("OverridePolicy", "team-a", "labels")
@@ -89,3 +92,24 @@ def test_rejections_are_counted_with_the_action_their_rule_took() -> None:
     assert rejected == {(("action", "Audit"), ("policy", "ClusterValidatePolicy audited")): 2.0,
                         (("action", "Warn"), ("policy", "ClusterValidatePolicy audited")): 2.0,
                         (("action", "Deny"), ("policy", "ClusterValidatePolicy denies")): 2.0}
+
+
+def test_collection_pauses_read_as_prometheus_client_writes_a_histogram_and_serve_feeds_them() -> None:
+    metrics = Metrics()
+    reference = CollectorRegistry()
+    pauses = Histogram("kinitiras_gc_pause_seconds", "p", ["collection"], buckets=_PAUSE_BUCKETS, registry=reference)
+    reference_seconds = [0.0001, 0.00005, 0.003, 0.3, 3.0]
+    for generation, seconds in zip((0, 1, 2, 2, 1), reference_seconds, strict=True):
+        metrics.collections.observe(generation, seconds)
+        pauses.labels("full" if generation == collector.FULL else "young").observe(seconds)
+    assert _samples(metrics.render(), "kinitiras_gc") == _samples(generate_latest(reference), "kinitiras_gc")
+
+
+def test_serve_times_the_collections_into_the_metric() -> None:
+    metrics = Metrics()
+    with collector.Pauses(metrics.collections.observe):  # as serve installs it
+        gc.collect(0)
+        gc.collect()
+    found = _samples(metrics.render(), "kinitiras_gc_pause_seconds_count")
+    assert found[("kinitiras_gc_pause_seconds_count", (("collection", "full"),))] >= 1
+    assert found[("kinitiras_gc_pause_seconds_count", (("collection", "young"),))] >= 1
