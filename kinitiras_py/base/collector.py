@@ -5,7 +5,9 @@ and every admission request waiting on it, for as long as that takes: 25-80 ms w
 of 10,000 Pods. Most of that state lives as long as the process (modules, compiled policies, the
 informers' caches, what the scan published), so :func:`settle` moves it out of the collector's
 reach (``gc.freeze``) once it is built: when the informers have synced and the policies are
-loaded, and after every full scan pass. Full collections then walk only what was made since.
+loaded, after every list of an informer (its first, and a relist after a 410), a second after
+policy changes (:class:`Later`), with or without the scan, and after every full scan pass. Full
+collections then walk only what was made since.
 
 A frozen object is still freed when its last reference goes; only reference cycles among frozen
 objects are never collected, which is why :func:`settle` first collects the young generations.
@@ -15,6 +17,7 @@ benchmarks) calls :func:`manage`, so the scan used as a library, or in tests, le
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import time
@@ -23,7 +26,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FULL", "Pauses", "manage", "managed", "settle"]
+__all__ = ["FULL", "Later", "Pauses", "manage", "managed", "settle"]
 
 
 class _State:
@@ -59,6 +62,33 @@ def settle(reason: str) -> int:
 
 FULL = 2
 """The generation a full collection collects."""
+SETTLE_AFTER = 1.0
+"""Seconds :class:`Later` waits after the first of a burst of changes before it settles."""
+
+
+class Later:
+    """Settles (:func:`settle`) once, ``delay`` seconds after the first change of a burst
+    (:meth:`soon`): a policy added or changed while serving lives as long as the process, but a
+    watch's list of thousands of policies settles once a second, not once per policy."""
+
+    def __init__(self, delay: float = SETTLE_AFTER) -> None:
+        self.delay = delay
+        self._due: asyncio.TimerHandle | None = None
+
+    def soon(self, reason: str) -> None:
+        """Settle ``delay`` seconds from now, unless a settle is due already."""
+        if self._due is None:
+            self._due = asyncio.get_running_loop().call_later(self.delay, self._settle, reason)
+
+    def _settle(self, reason: str) -> None:
+        self._due = None
+        settle(reason)
+
+    def cancel(self) -> None:
+        """Settle no more."""
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
 
 
 class Pauses:

@@ -80,6 +80,8 @@ class Preloaded(Informer):
         for obj in self.initial:
             await self.apply({"type": "ADDED", "object": orjson.loads(obj)})
             await slicer.turn()
+        self.relists += 1
+        collector.settle(f"list {self.relists} of {self.resource.plural}")  # as Informer.relist does
         self.synced.set()
 
 

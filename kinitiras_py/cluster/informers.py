@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from kinitiras_py.base import aiotasks
+from kinitiras_py.base import aiotasks, collector
 from kinitiras_py.base.errors import KinitirasError
 from kinitiras_py.base.pacing import Slicer
 from kinitiras_py.base.typedefs import Obj
@@ -235,7 +235,8 @@ class Informer:
                 return items, str(meta.get("resourceVersion") or "")
 
     async def relist(self) -> None:
-        """List everything, replace the cache and run the handlers for the differences.
+        """List everything, replace the cache and run the handlers for the differences, then settle
+        the garbage collector (:func:`~kinitiras_py.base.collector.settle`).
 
         The differences are dispatched in time slices (:class:`~kinitiras_py.base.pacing.Slicer`):
         a list of 10,000 objects would otherwise hold the event loop, and every admission request
@@ -261,6 +262,9 @@ class Informer:
                     if _version(previous) != _version(obj):
                         await self._dispatch("MODIFIED", obj, previous)
                 await slicer.turn()
+        # The new cache lives until the next relist: out of the full collections' walk (a no-op
+        # unless the process manages the collector, as serve does).
+        collector.settle(f"list {self.relists} of {self.resource.plural}")
 
     async def _watch_once(self) -> bool:
         """Watch from the current resourceVersion until the server ends the stream.

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from kinitiras_py.admission.results import ResourceRef, RuleResult
+from kinitiras_py.base.pacing import Slicer
 from kinitiras_py.engine.policies.results import PolicyId
 from kinitiras_py.reports.build import Stamped
 
@@ -170,16 +171,24 @@ class Ledger:
         keys = [key for key in {key_of(resource, uid), key_of(resource, "")} if self._records.pop(key, None)]
         return keys
 
-    def forget_policy(self, policy: PolicyId) -> list[Key]:
-        """The policy was deleted: its results go from every object."""
-        changed, which = [], (policy.kind, policy.namespace, policy.name)
-        for key, record in list(self._records.items()):
+    async def forget_policy(self, policy: PolicyId) -> list[Key]:
+        """The policy was deleted: its results go from every object.
+
+        In time slices (:class:`~kinitiras_py.base.pacing.Slicer`): at 10,000 objects the walk
+        would hold the event loop, and admission, for tens of milliseconds. Between slices the
+        records may change; each is read when its turn comes."""
+        changed, which, slicer = [], (policy.kind, policy.namespace, policy.name), Slicer()
+        for key in list(self._records):
+            record = self._records.get(key)
+            if record is None:  # forgotten meanwhile
+                continue
             before = len(record.scanned) + len(record.admitted)
             record.scanned = tuple(entry for entry in record.scanned if entry[:3] != which)
             record.admitted = {rule: found for rule, found in record.admitted.items() if rule[:3] != which}
             if len(record.scanned) + len(record.admitted) != before:
                 changed.append(key)
                 self._drop_empty(key)
+            await slicer.turn()
         return changed
 
     def drop(self, key: Key) -> None:

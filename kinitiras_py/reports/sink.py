@@ -53,7 +53,7 @@ class MemorySink:
 
     async def forget_policy(self, policy: PolicyId) -> None:
         """Drop the policy's results."""
-        self.changes += self.ledger.forget_policy(policy)
+        self.changes += await self.ledger.forget_policy(policy)
 
     async def add_admission_findings(self, resource: ResourceRef, uid: str, results: Sequence[RuleResult]) -> None:
         """Merge admission's results into the object's."""

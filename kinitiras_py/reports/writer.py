@@ -110,7 +110,7 @@ class ReportWriter:
 
     async def forget_policy(self, policy: PolicyId) -> None:
         """The policy was deleted: its results go from every report."""
-        self._mark(self.ledger.forget_policy(policy))
+        self._mark(await self.ledger.forget_policy(policy))
 
     async def add_admission_findings(self, resource: ResourceRef, uid: str, results: Sequence[RuleResult]) -> None:
         """Admission's results for the rules it evaluated join the object's reports."""

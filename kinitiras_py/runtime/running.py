@@ -103,6 +103,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
 
     async def on_policy_change(kind: str, namespace: str | None, name: str, compiled: CompiledPolicy | None,
                                error: str | None) -> None:
+        settling.soon("policy changes")  # a compiled policy lives until it changes: out of the full collections' walk
         feed.update((kind, namespace, name), compiled)
         if scanner is not None:
             await scanner.on_policy(kind, namespace, name, compiled)
@@ -115,6 +116,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         # A new version is reported (Ready) when the gate puts it in force, after the pass covering it.
         reconciler.notify()
 
+    settling = collector.Later()
     watch.on_change = on_policy_change
     reports = await reporting.reporting(settings.reports, api, store.discovery, engine.validations, certs.is_leader,
                                         metrics.reports)
@@ -188,6 +190,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None,
         await http.close()
         await store.close()
         await api.close()
+        settling.cancel()
         pauses.stop()
         collector.manage(False)
 

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
-from kinitiras_py.base import aiotasks, collector
+from kinitiras_py.base import aiotasks
 from kinitiras_py.base.pacing import Slicer
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.cluster.client import Resource
@@ -69,7 +69,6 @@ class Feed:
         for namespace, name in informer.names():
             await self._changed((resource, namespace, name))
             await slicer.turn()
-        collector.settle(f"first list of {resource.plural}")
 
     def _subscribe(self, informer: Informer, resource: Resource) -> None:
         async def added(obj: Obj) -> None:

@@ -4,6 +4,7 @@ sequence of sink calls leaves reports that say exactly what was last said of eac
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import orjson
@@ -82,7 +83,7 @@ def test_the_ledger_says_what_was_last_said(ops: list[tuple]) -> None:
     model: dict[str, dict[tuple, str]] = {}
     for op, target, found in ops:
         if op == "forget_policy":
-            ledger.forget_policy(target)
+            asyncio.run(ledger.forget_policy(target))
             model = {uid: {k: v for k, v in rules.items() if k[0] != target} for uid, rules in model.items()}
             continue
         resource, uid = objects[target]

@@ -3,6 +3,7 @@ process that manages it; full collections are timed."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from collections.abc import Iterator
@@ -61,3 +62,24 @@ def test_pauses_times_every_collection_with_its_generation_while_installed() -> 
     assert [g for g in explicit if g == collector.FULL] == [collector.FULL] and explicit[-1] == collector.FULL
     assert 0 in explicit and 1 in explicit and explicit.index(0) < explicit.index(1)
     assert all(took >= 0 for _generation, took in seen)
+
+
+@pytest.mark.usefixtures(managed.__name__)
+async def test_later_settles_a_burst_of_changes_once_after_its_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    settled: list[str] = []
+    settle = collector.settle
+    monkeypatch.setattr(collector, "settle", lambda reason: settled.append(reason) or settle(reason))
+    later = collector.Later(delay=0.05)
+    policies = []
+    for _ in range(100):  # a watch's list: one change after another
+        policies.append(Node())
+        later.soon("policy changes")
+    assert settled == []  # not on every change
+    await asyncio.sleep(0.2)
+    assert settled == ["policy changes"]
+    walked = {id(obj) for obj in gc.get_objects()}
+    assert not walked & {id(one) for one in policies}
+    later.soon("a policy changed")  # a later change settles again
+    later.cancel()  # unless the process stops first
+    await asyncio.sleep(0.1)
+    assert settled == ["policy changes"]

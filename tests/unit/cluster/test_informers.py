@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import tracemalloc
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from kinitiras_py.base import pacing
 from kinitiras_py.cluster.client import Resource
 from kinitiras_py.cluster.informers import Gone, Informer, _packed
+from tests.unit.base.test_collector import managed
 from tests.unit.cluster.conftest import END, FakeApi, api_error, cm, eventually, page
 
 CONFIGMAPS = Resource("", "v1", "configmaps", True, "ConfigMap")
@@ -305,3 +307,24 @@ async def test_a_relist_of_many_objects_gives_the_event_loop_turns(fake: FakeApi
     assert sum(handled_at.values()) == 300 + 100 + 100 + 100
     assert max(handled_at.values()) == 1
     assert len(inf) == 300
+
+
+@pytest.mark.usefixtures(managed.__name__)
+async def test_a_relist_after_a_410_settles_the_new_cache_out_of_the_full_collections_walk(fake: FakeApi) -> None:
+    """In a process that manages the collector (serve), the objects a relist brings are frozen as
+    soon as it is over, not at some later settle. They are made when the relist asks for them, so
+    the first list's settle cannot have frozen them."""
+    def relisted(_query: Any, _body: Any) -> dict[str, Any]:
+        return page([cm("kept", "1"), *(cm(f"new-{i}", "8") for i in range(50))], "9")
+
+    fake.route("GET", PATH, [page([cm("kept", "1")], "3"), relisted])
+    fake.watches = [[api_error(410, "Gone")]]
+    inf = informer(fake)
+    inf.start()
+    try:
+        await eventually(lambda: len(fake.watch_calls) == 2)  # the relist is over: it watches again
+        fresh = [inf._cache["ns"][f"new-{i}"] for i in range(50)]
+        walked = {id(obj) for obj in gc.get_objects()}
+        assert inf.relists == 2 and not walked & {id(obj) for obj in fresh}
+    finally:
+        await inf.stop()

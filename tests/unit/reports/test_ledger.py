@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 
 import pytest
 
 from kinitiras_py.admission.results import ResourceRef, RuleResult
+from kinitiras_py.base import pacing
 from kinitiras_py.engine.policies.results import PolicyId
 from kinitiras_py.reports import ledger as ledger_module
 from kinitiras_py.reports.ledger import Ledger
@@ -60,17 +62,48 @@ def test_admission_replaces_only_its_rules_and_a_later_scan_wins_unless_it_skipp
     assert said(ledger) == {("b", 0): "pass"}
 
 
-def test_forgetting_a_policy_or_an_object() -> None:
+async def test_forgetting_a_policy_or_an_object() -> None:
     ledger = Ledger(Clock())
     other = ResourceRef("v1", "Pod", "ns", "db")
     ledger.publish(POD, UID, [r(A, 0, "fail"), r(B, 0, "pass")])
     ledger.publish(other, "uid-2", [r(A, 0, "fail")])
-    assert sorted(ledger.forget_policy(A)) == [("uid-1", None), ("uid-2", None)]
+    assert sorted(await ledger.forget_policy(A)) == [("uid-1", None), ("uid-2", None)]
     assert said(ledger) == {("b", 0): "pass"}
     assert ledger.get(("uid-2", None)) is None  # nothing left: the record goes
-    assert ledger.forget_policy(A) == []
+    assert await ledger.forget_policy(A) == []
     assert ledger.forget_resource(POD, UID) == [(UID, None)]
     assert len(ledger) == 0
+
+
+async def test_forgetting_a_policy_over_many_objects_gives_the_event_loop_turns(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """10,000 objects' results: a task standing for admission requests runs while the policy is
+    forgotten (in 1 ms slices; here 0 s, a turn after every object), and the records that change
+    or go between two slices are read as they are then."""
+    monkeypatch.setattr(pacing, "SLICE", 0.0)
+    ledger = Ledger(Clock())
+    pods = [ResourceRef("v1", "Pod", "ns", f"p{i}") for i in range(10_000)]
+    for i, pod in enumerate(pods):
+        ledger.publish(pod, f"uid-{i}", [r(A, 0, "fail"), r(B, 0, "pass")] if i % 2 else [r(A, 0, "fail")])
+    turns: list[int] = []
+
+    async def admission() -> None:
+        while True:
+            await asyncio.sleep(0)
+            turns.append(len(ledger))
+            ledger.forget_resource(pods[1], "uid-1")  # deleted while the walk goes on
+            ledger.publish(pods[3], "uid-3", [r(B, 0, "warn")])  # scanned again, without the policy
+
+    task = asyncio.get_running_loop().create_task(admission())
+    await asyncio.sleep(0)
+    try:
+        changed = await ledger.forget_policy(A)
+    finally:
+        task.cancel()
+    assert len(turns) >= 1_000  # scheduled all along, not only before and after
+    assert len(changed) == 10_000 - 2 and ("uid-1", None) not in changed
+    assert len(ledger) == 5_000 - 1 and said(ledger, "uid-3") == {("b", 0): "warn"}
+    assert all(policy == "b" for key in ledger for (policy, _rule) in said(ledger, key[0]))
 
 
 def test_an_object_known_by_reference_moves_to_its_uid() -> None:

@@ -42,7 +42,7 @@ async def test_a_first_list_and_each_full_pass_settle_what_they_built(monkeypatc
         assert len(published) == 50 and not walked & {id(one) for one in published}
     finally:
         await scanner.stop()
-    assert settled[:3] == ["first list of pods", "scan pass 1", "scan pass 2"]
+    assert settled[:3] == ["list 1 of pods", "scan pass 1", "scan pass 2"]
 
 
 async def test_a_scan_in_a_process_that_does_not_manage_the_collector_freezes_nothing() -> None:
