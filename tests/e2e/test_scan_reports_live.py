@@ -10,8 +10,9 @@ Against the real API server, with a short ``--scan-period``:
   afterwards gets its ``fail``, a fix its ``pass``, earlier reports stay right, and each object
   has exactly one report (`kubectl get policyreport -A` shows the counts).
 
-The replica's log shows it froze its long-lived state for the garbage collector once synced and
-again after a full scan pass.
+The replica's log shows it froze its long-lived state for the garbage collector once synced, after
+each informer's list, after the policy was created and after a full scan pass; its /metrics has
+the collector's pauses.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def test_reports_follow_a_policy_a_fix_and_deletions(rig: Rig) -> None:
         for pod_name, uid in uids.items():
             within(PERIOD, says(rig, uid, name, FAIL_SKIP), f"{pod_name} fails")
         assert table_row(rig.cluster, uids["bad-a"]) == ["0", "1", "0", "0", "1"]
+        # Every collection's pause is exported (base/collector.Pauses; young ones happen all the time).
+        assert metric(replica, 'kinitiras_gc_pause_seconds_count{collection="young"}') > 0
 
         rig.kubectl_ok("-n", rig.objects, "label", "pod", "bad-a", "owner=me")
         # The update is admitted too: admission knows the user, so rule 1's skip gives way to its pass.
@@ -105,6 +108,9 @@ def test_reports_follow_a_policy_a_fix_and_deletions(rig: Rig) -> None:
     # The process froze its long-lived state once synced, and again after a full pass (base/collector.py).
     synced, passed = log.find("gc: policies loaded, informers synced"), log.find("gc: scan pass 1:")
     assert 0 <= synced < passed, replica.log_tail()
+    # The policy, created after start, was settled too (collector.Later), and each informer's list.
+    assert synced < log.find("gc: policy changes:", synced), replica.log_tail()
+    assert "gc: list 1 of pods:" in log, replica.log_tail()
 
 
 def test_a_new_leader_takes_scan_and_reports_over_without_duplicates(rig: Rig) -> None:
