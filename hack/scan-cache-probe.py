@@ -2,11 +2,12 @@
 
 The scenario of ``bench --scan`` (its Pods and 50 validate policies), without a cluster: a probe
 admits the benchmark Pod through an engine made as ``serve`` makes it, once every ``--every``
-scanned objects, while the scan's evaluator works through ``--pods`` Pods on the same event loop.
-Counted around each probe admission only: the engine's own caches (CEL results, memory of
-mutations) and the process's shared caches (compiled programs, parsed paths, quantities, ...),
-hits and misses, then the same number of probes without the scan. A miss the probe makes only
-beside the scan is an entry the scan evicted.
+objects the scan's evaluator scans, out of ``--pods`` Pods on the same event loop; two more such
+engines are probed in turn with it, one with nothing between its probes, one with as much
+unrelated work (copying the Pods' JSON). Counted around each probe admission only: the engine's
+own caches (CEL results, memory of mutations) and the process's shared caches (compiled programs,
+parsed paths, quantities, ...), hits and misses, the garbage collections, and the time. A miss
+the probe makes only beside the scan is an entry the scan evicted.
 
     nice -n 19 python3 hack/scan-cache-probe.py --pods 3000 --every 10
 """
@@ -18,7 +19,6 @@ import asyncio
 import gc
 import statistics
 import time
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -67,8 +67,6 @@ COLLECTIONS = _Collections()
 
 def _counts(engine: Engine) -> dict[str, tuple[int, int]]:
     out = {name: (f.cache_info().hits, f.cache_info().misses) for name, f in SHARED.items()}
-    out["gc young (gen0, gen1)"] = (COLLECTIONS.counts[0], COLLECTIONS.counts[1])
-    out["gc full, us in all gens"] = (COLLECTIONS.counts[2], round(COLLECTIONS.seconds * 1e6))
     out["engine.cel_results"] = (engine.cel_results.hits, engine.cel_results.misses)
     out["engine.mutations"] = (engine.mutations.hits, engine.mutations.misses)
     return out
@@ -82,15 +80,24 @@ class Probe:
         self.count = 0
         self.seconds: list[float] = []
         self.delta: dict[str, list[int]] = {}
+        self.collections = [0, 0, 0]
+        """Collections of each generation during its admissions."""
+        self.collecting = 0.0
+        self.tries = (0, 0)
+        """Entries of the process's by-identity caches (celreads, bounds) once its phase was over."""
 
     async def admit(self) -> None:
         self.count += 1
         obj = workload.pod()
         obj["metadata"]["name"] = f"probe-{self.count}"
         before = _counts(self.engine)
+        collections, collecting = list(COLLECTIONS.counts), COLLECTIONS.seconds
         began = time.perf_counter()
         await self.engine.admit(Request("CREATE", obj, namespace=workload.NAMESPACE))
         self.seconds.append(time.perf_counter() - began)
+        self.collections = [n + now - then for n, now, then in zip(self.collections, COLLECTIONS.counts, collections,
+                                                                     strict=True)]
+        self.collecting += COLLECTIONS.seconds - collecting
         for name, (hits, misses) in _counts(self.engine).items():
             total = self.delta.setdefault(name, [0, 0])
             total[0] += hits - before[name][0]
@@ -108,31 +115,38 @@ async def _run(pods: int, every: int, policies: int) -> None:
             await made.admit()
         made.delta.clear()
         made.seconds.clear()
+        made.collections, made.collecting = [0, 0, 0], 0.0
         return made
 
+    def tries() -> tuple[int, int]:
+        return _identity_entries(celreads._trie), _identity_entries(bounds._trie)
+
     alone, beside, other = await warmed(), await warmed(), await warmed()
-    for _ in range(pods // every):
+    # The three in turn, a probe of each per ``every`` Pods, so a busy moment of the machine falls
+    # on all three alike: no work between probes; as much unrelated work (copying the Pods' JSON);
+    # the scan of the Pods.
+    for at in range(0, len(objects), every):
+        batch = objects[at:at + every]
         await alone.admit()
-    # Control: as much unrelated work between probes (walking and copying the Pods), no scan.
-    for i, obj in enumerate(objects):
-        for _ in range(12):
-            orjson.loads(orjson.dumps(obj))
-        if i % every == every - 1:
-            await other.admit()
-    for i, obj in enumerate(objects):
-        await scan.results(obj)
-        if i % every == every - 1:
-            await beside.admit()
+        for obj in batch:
+            for _ in range(12):
+                orjson.loads(orjson.dumps(obj))
+        await other.admit()
+        for obj in batch:
+            await scan.results(obj)
+        await beside.admit()
+    for probe in (alone, other, beside):
+        probe.tries = tries()
     for name, probe in (("without the scan", alone), ("beside other work", other), ("beside the scan", beside)):
-        print(f"{name}: trie entries {_identity_entries(celreads._trie)} (celreads), "
-              f"{_identity_entries(bounds._trie)} (bounds)")
-        print(f"{name}: {len(probe.seconds)} probes, p50 {statistics.median(probe.seconds) * 1000:.3f} ms")
+        print(f"{name}: {len(probe.seconds)} probes, p50 {statistics.median(probe.seconds) * 1000:.3f} ms; "
+              f"collections during them (gen 0, 1, 2) {probe.collections}, {probe.collecting * 1000:.2f} ms; "
+              f"by-identity entries after (celreads, bounds) {probe.tries}")
         for cache, (hits, misses) in sorted(probe.delta.items()):
             if hits or misses:
                 print(f"  {cache:<22} hits {hits:>7} misses {misses:>6}")
 
 
-def main(argv: list[str] | None = None, run: Callable[..., Any] = asyncio.run) -> None:
+def main(argv: list[str] | None = None) -> None:
     """Parse the arguments and run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=2000)
@@ -140,7 +154,7 @@ def main(argv: list[str] | None = None, run: Callable[..., Any] = asyncio.run) -
     parser.add_argument("--policies", type=int, default=50)
     args = parser.parse_args(argv)
     gc.callbacks.append(COLLECTIONS)
-    run(_run(args.pods, args.every, args.policies))
+    asyncio.run(_run(args.pods, args.every, args.policies))
 
 
 if __name__ == "__main__":
