@@ -48,15 +48,19 @@ class Stopped:
 
 
 def stop_when(args: list[str], tmp: Path, ready: Callable[[dict[int, str], str], bool], sig: signal.Signals,
-              timeout: float) -> Stopped:
+              timeout: float, group: bool = False) -> Stopped:
     """Run ``kinitiras-py args`` (temporary files under ``tmp``), send it ``sig`` once ``ready(children,
-    stdout and stderr so far)`` holds, and wait for it to end (each within ``timeout`` seconds)."""
+    stdout and stderr so far)`` holds, and wait for it to end (each within ``timeout`` seconds).
+
+    The command runs in a process group of its own; with ``group`` the signal goes to all of it,
+    as a terminal sends Ctrl-C."""
     out_file, err_file = tmp / "stdout", tmp / "stderr"
     temp = tmp / "temp"
     temp.mkdir()
     with out_file.open("wb") as out, err_file.open("wb") as err:
         proc = subprocess.Popen([sys.executable, "-m", "kinitiras_py", *args], cwd=ROOT, stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(temp)})
+                                stdin=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(temp)},
+                                start_new_session=True)
     children: dict[int, str] = {}
     try:
         deadline = time.monotonic() + timeout
@@ -67,7 +71,10 @@ def stop_when(args: list[str], tmp: Path, ready: Callable[[dict[int, str], str],
                 break
             assert time.monotonic() < deadline, f"not ready within {timeout:g} s: {err_file.read_text()}"
             time.sleep(0.2)
-        proc.send_signal(sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         code = proc.wait(timeout)
     finally:
         if proc.poll() is None:  # the test failed: leave nothing behind

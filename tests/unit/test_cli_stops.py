@@ -14,8 +14,13 @@ from kinitiras_py.dev import processes
 from tests.stopping import stop_when
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_stopped_benchmark_stops_its_server_and_removes_its_files(sig: signal.Signals, code: int,
+@pytest.mark.parametrize(("sig", "group", "code"), [
+    (signal.SIGTERM, False, 143),  # kill, pkill
+    (signal.SIGTERM, True, 143),  # timeout(1): its children are signalled too
+    (signal.SIGINT, False, 130),
+    (signal.SIGINT, True, 130),  # Ctrl-C in a terminal: the whole process group
+])
+def test_a_stopped_benchmark_stops_its_server_and_removes_its_files(sig: signal.Signals, group: bool, code: int,
                                                                      tmp_path: Path) -> None:
     # bench --webhook: the cheapest command that starts a child (its server, a multiprocessing
     # child) and a temporary directory (the server's certificate), no cluster needed. Stopped
@@ -27,7 +32,7 @@ def test_a_stopped_benchmark_stops_its_server_and_removes_its_files(sig: signal.
                 and '"msg":"serving"' in output)
 
     stopped = stop_when(["bench", "--webhook", "--policies", "1", "--rates", "20", "--seconds", "120"], tmp_path,
-                        serving, sig, timeout=90)
+                        serving, sig, timeout=90, group=group)
     assert stopped.code == code, stopped.err
     assert stopped.err.strip().endswith(f"kinitiras-py bench: stopped by {sig.name}"), stopped.err
     assert "Traceback" not in stopped.err
