@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from kinitiras_py.api import schema
+from kinitiras_py.api.openapi import openapi
 from kinitiras_py.api.policies import API_VERSION, GROUP, POLICY_CLASSES, VERSION, BasePolicy
 from kinitiras_py.api.reports import report_crds
 from kinitiras_py.api.status import PolicyStatus
@@ -46,8 +46,8 @@ def _doc(cls: type) -> str:
 
 
 def _policy_schema(cls: type[BasePolicy]) -> Obj:
-    spec = {"description": _doc(cls.SPEC), **schema.openapi(cls.SPEC)}
-    status = {"description": _doc(PolicyStatus), **schema.openapi(PolicyStatus)}
+    spec = {"description": _doc(cls.SPEC), **openapi(cls.SPEC)}
+    status = {"description": _doc(PolicyStatus), **openapi(PolicyStatus)}
     out: Obj = {
         "description": _doc(cls),
         "type": "object",

@@ -22,8 +22,8 @@ field is its attribute name in camelCase (a trailing ``_`` is dropped, so ``from
 
 From that single declaration, :func:`parse` builds a model from decoded JSON and reports *every*
 problem with its field path (``spec.overrideRules[1].overriders.template.type``), and
-:func:`openapi` emits the structural schema a CustomResourceDefinition needs. Nothing here knows
-about policies.
+:func:`.openapi.openapi` emits the structural schema a CustomResourceDefinition needs. Nothing here
+knows about policies.
 """
 
 from __future__ import annotations
@@ -86,6 +86,11 @@ class Prop:
     required: bool
     default: JSON
     min_items: int | None
+
+    @property
+    def has_default(self) -> bool:
+        """Whether the field declares a schema default (None can be one)."""
+        return self.default is not _UNSET
 
 
 def prop(description: str, *, required: bool = False, default: JSON = _UNSET,
@@ -204,56 +209,6 @@ def fields_of(cls: type[Model]) -> tuple[FieldSpec, ...]:
             for f in dataclasses.fields(cls) if _META_KEY in f.metadata
         )
     return found
-
-
-# ---------------------------------------------------------------------------------------------
-# OpenAPI
-
-
-def openapi(cls: type[Model]) -> Obj:
-    """The structural OpenAPI v3 schema of a model (an object node, without a description)."""
-    return _schema(Node("object", model=cls))
-
-
-def _schema(node: Node) -> Obj:
-    if node.kind == "object":
-        assert node.model is not None
-        properties = {f.json: _property(f) for f in fields_of(node.model)}
-        out: Obj = {"type": "object", "properties": properties}
-        if node.model.OPEN:  # its other fields are someone else's (a volume's source): keep them
-            out["x-kubernetes-preserve-unknown-fields"] = True
-        required = [f.json for f in fields_of(node.model) if f.prop.required]
-        if required:
-            out["required"] = required
-        return out
-    if node.kind == "array":
-        assert node.item is not None
-        return {"type": "array", "items": _schema(node.item)}
-    if node.kind == "map":
-        assert node.item is not None
-        return {"type": "object", "additionalProperties": _schema(node.item)}
-    if node.kind == "any":
-        return {"x-kubernetes-preserve-unknown-fields": True}
-    if node.kind == "int-or-string":
-        out = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
-    else:
-        out = {"type": node.kind}
-    if node.format:
-        out["format"] = node.format
-    if node.enum:
-        out["enum"] = list(node.enum)
-    if node.pattern:
-        out["pattern"] = node.pattern.regex
-    return out
-
-
-def _property(f: FieldSpec) -> Obj:
-    out: Obj = {"description": f.prop.description, **_schema(f.node)}
-    if f.prop.default is not _UNSET:
-        out["default"] = copy.deepcopy(f.prop.default)
-    if f.prop.min_items is not None:
-        out["minItems"] = f.prop.min_items
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -400,7 +355,7 @@ def _parse_object(cls: type[Model], value: JSON, path: str, errors: list[PolicyE
             continue
         if spec.prop.required and spec.attr not in given:
             errors.append(PolicyError(_join(path, spec.json), "required field is missing"))
-        if spec.prop.default is not _UNSET:
+        if spec.prop.has_default:
             kwargs[spec.attr] = copy.deepcopy(spec.prop.default)
         elif spec.prop.required and partial:
             kwargs[spec.attr] = _ABSENT.get(spec.node.kind, lambda: None)()

@@ -11,6 +11,7 @@ import contextlib
 import cProfile
 import multiprocessing
 import os
+import signal
 import ssl
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -94,6 +95,8 @@ def _serve(policies: Sequence[Obj] | None, cert_dir: str, conn: Connection, cpu:
     from kinitiras_py.base import logs
     from kinitiras_py.webhook.server import Server, server_context
 
+    # A Ctrl-C reaches the whole process group; the parent, interrupted too, stops us through the pipe.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if cpu is not None:
         pin(cpu)
     logs.configure("info", "json")

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 from kinitiras_py import __version__
 from kinitiras_py.base.errors import BenchError
-from kinitiras_py.cli import bench, convert, crds, dev, offline, serve
+from kinitiras_py.cli import bench, convert, crds, dev, interrupts, offline, serve
 from kinitiras_py.cluster.kubeconfig import ConfigError
 
 _GIVEN = "_options_given"
@@ -73,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        code: int = args.handler(args)
+        # Every command, not only those that start processes: none may end in a traceback.
+        code: int = interrupts.stoppable(lambda: args.handler(args), f"kinitiras-py {args.command}")
     except (OSError, ConfigError, BenchError) as e:
         # The machine refused something the command was told to use (a path, a port), the kubeconfig
         # does not say how to reach the API server, or a benchmark's API server kept failing: say

@@ -25,7 +25,6 @@ import asyncio
 import base64
 import hashlib
 import logging
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -34,19 +33,16 @@ from dataclasses import dataclass
 import aiohttp
 import orjson
 from aiohttp.abc import AbstractResolver
-from yarl import URL
 
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.refs import outbound
 from kinitiras_py.refs.durations import parse_duration
 from kinitiras_py.refs.egress import Egress
+from kinitiras_py.refs.httpblock import Request, prepare
 from kinitiras_py.refs.store import Store
 from kinitiras_py.refs.tokens import Credentials, TokenCache, stored_token
 
 log = logging.getLogger(__name__)
-
-MAX_TIMEOUT = 30.0
-"""Upper bound for ``timeoutSeconds`` (an admission webhook call cannot take longer)."""
 
 _EXCERPT = 200
 
@@ -64,19 +60,6 @@ def _excerpt(raw: bytes) -> str:
     if not text:
         return "(empty body)"
     return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
-
-
-@dataclass(frozen=True)
-class _Request:
-    """A validated ``http`` block."""
-
-    method: str
-    url: URL
-    shown: str
-    headers: dict[str, str]
-    body: bytes | None
-    timeout: float
-    auth: Obj | None
 
 
 @dataclass(frozen=True)
@@ -148,7 +131,7 @@ class AiohttpClient:
         reason: refused by the egress setting, timeout, connection failure, a redirect to another
         host, non-2xx status, oversized or non-JSON body, or no usable token.
         """
-        req = _prepare(spec, self.default_timeout)
+        req = prepare(spec, self.default_timeout)
         where = f"{req.method} {req.shown}"
         secrets = _inline_secrets(req.auth)
         stage = ""
@@ -185,7 +168,7 @@ class AiohttpClient:
                 message = f"{where}: {message}"
         raise LookupError(redact(message, secrets))
 
-    async def _attempt(self, req: _Request, auth: _Auth | None, namespaced: bool) -> _Answer:
+    async def _attempt(self, req: Request, auth: _Auth | None, namespaced: bool) -> _Answer:
         """Send ``req`` once (with ``auth``'s bearer token), following redirects on the same host
         that the egress setting allows, and read the answer within the size limit."""
         headers = dict(req.headers)
@@ -203,7 +186,7 @@ class AiohttpClient:
                                                       "seconds": round(time.monotonic() - started, 3)})
         return answer
 
-    async def _credentials(self, req: _Request, secrets: list[str], namespaced: bool) -> _Auth | None:
+    async def _credentials(self, req: Request, secrets: list[str], namespaced: bool) -> _Auth | None:
         """The bearer token for ``req``: ``staticToken``, else the Secret's ``token``, else one from
         ``authUrl`` (username and password inline or from the Secret; the URL held to the egress
         setting like the request's), else a non-expired ``auth.token``. Every secret value found is
@@ -313,57 +296,6 @@ class AiohttpClient:
             self._cache.popitem(last=False)
 
 
-def _prepare(spec: Obj, default_timeout: float) -> _Request:
-    """Validate the ``http`` block; raise LookupError naming the bad field."""
-    url_text = spec.get("url")
-    if not isinstance(url_text, str) or not url_text:
-        raise LookupError("url is required")
-    try:
-        url = URL(url_text)
-    except (ValueError, TypeError):
-        raise LookupError(f"url {url_text!r} is not a valid URL") from None
-    if url.scheme not in ("http", "https") or not url.host:
-        raise LookupError(f"url {url.with_user(None) if url.absolute else url_text} is not an absolute "
-                          "http or https URL")
-    method = str(spec.get("method") or "GET").upper()
-    if method not in ("GET", "POST"):
-        raise LookupError(f"method {method} is not supported (GET or POST)")
-    params = spec.get("params") or {}
-    if not isinstance(params, dict):
-        raise LookupError("params must be a map of strings")
-    if params:
-        url = url.extend_query({str(k): _scalar("params", k, v) for k, v in params.items()})
-    shown = str(url.with_user(None))
-    header = spec.get("header") or {}
-    if not isinstance(header, dict):
-        raise LookupError("header must be a map of strings")
-    headers = {str(k): _scalar("header", k, v) for k, v in header.items()}
-    body = None
-    if spec.get("body") is not None:
-        body = orjson.dumps(spec["body"], option=orjson.OPT_SORT_KEYS)
-        if not any(k.lower() == "content-type" for k in headers):
-            headers["Content-Type"] = "application/json"
-    timeout = spec.get("timeoutSeconds", default_timeout)
-    if timeout is None:
-        timeout = default_timeout
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) \
-            or not 0 < timeout <= MAX_TIMEOUT:
-        raise LookupError(f"timeoutSeconds must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}")
-    auth = spec.get("auth")
-    if auth is not None and not isinstance(auth, dict):
-        raise LookupError("auth must be a map")
-    return _Request(method, url, shown, headers, body, float(timeout), auth or None)
-
-
-def _scalar(field: str, key: object, value: JSON) -> str:
-    """A header or query value as a string; maps and lists are refused."""
-    if isinstance(value, dict | list):
-        raise LookupError(f"{field}.{key} must be a string, not a {'map' if isinstance(value, dict) else 'list'}")
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
-
-
 def _inline_secrets(auth: Obj | None) -> list[str]:
     """Secret values written in the policy's ``auth`` block (to keep out of messages)."""
     if not auth:
@@ -382,13 +314,13 @@ def _basic(username: JSON, password: JSON) -> str:
     return base64.b64encode(f"{username or ''}:{password or ''}".encode()).decode()
 
 
-def _cache_key(req: _Request) -> tuple[object, ...]:
+def _cache_key(req: Request) -> tuple[object, ...]:
     """Identical requests: method, URL with query, headers, body and (a digest of) the auth block."""
     auth = hashlib.sha256(orjson.dumps(req.auth, option=orjson.OPT_SORT_KEYS)).hexdigest() if req.auth else ""
     return req.method, str(req.url), tuple(sorted(req.headers.items())), req.body, auth
 
 
-def _result(req: _Request, answer: _Answer) -> Obj:
+def _result(req: Request, answer: _Answer) -> Obj:
     """``{"body", "header"}`` for a 2xx answer with a JSON object or array; LookupError otherwise."""
     if not 200 <= answer.status < 300:
         raise LookupError(f"{req.method} {req.shown} answered {answer.status} {answer.reason}: "
