@@ -51,11 +51,10 @@ import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 from kinitiras_py.base.typedefs import JSON
-from kinitiras_py.engine.evaluation import builtins, kubemodlib, regex
+from kinitiras_py.engine.evaluation import builtins, kubemodlib, regex, scaling
 from kinitiras_py.engine.evaluation.quantity import Format, Quantity, is_quantity
 
 Kind = Literal["any", "dyn", "bool", "int", "double", "string", "list"]
@@ -128,16 +127,6 @@ def as_integer(text: str) -> int:
     return q.int_value()
 
 
-def _decimal(text: str, what: str) -> Decimal:
-    try:
-        value = Decimal(text.strip())
-    except InvalidOperation:
-        raise ValueError(f"scale: {what} {text!r} is not a decimal number") from None
-    if not value.is_finite():
-        raise ValueError(f"scale: {what} {text!r} is not a finite number")
-    return value
-
-
 @functools.lru_cache(maxsize=4096)
 def scale(text: str, factor: str, round_to: str) -> str:
     """``q.scale(factor, roundTo)``: q * factor rounded down to a multiple of roundTo.
@@ -145,7 +134,12 @@ def scale(text: str, factor: str, round_to: str) -> str:
     ``quantity('4Gi').scale('0.2', '1') == '858993459'``,
     ``quantity('1500m').scale('0.5', '0.001') == '750m'``.
     """
-    return _q(text).scaled(_decimal(factor, "factor"), _decimal(round_to, "roundTo")).canonical()
+    common = scaling.scale_common(text, factor, round_to)  # the forms limits are written in, in int arithmetic
+    if common is not None:
+        return common
+    quantity = _q(text)  # first: an invalid quantity is reported before an invalid factor
+    multiplier = scaling.read_decimal(factor, "factor")
+    return quantity.scaled(multiplier, scaling.read_decimal(round_to, "roundTo")).canonical()
 
 
 _QUANTITY = (

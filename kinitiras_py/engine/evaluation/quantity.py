@@ -30,7 +30,8 @@ from decimal import Decimal
 
 from kinitiras_py.base.errors import QuantityError
 
-__all__ = ["Format", "Quantity", "is_quantity", "parse_quantity"]
+__all__ = ["BINARY_EXPONENTS", "DECIMAL_EXPONENTS", "DECIMAL_SUFFIXES", "Format", "Quantity", "is_quantity",
+           "parse_quantity"]
 
 
 class Format(enum.Enum):
@@ -54,9 +55,9 @@ _ROUNDINGS = frozenset({
     decimal.ROUND_HALF_UP, decimal.ROUND_HALF_DOWN, decimal.ROUND_HALF_EVEN, decimal.ROUND_05UP,
 })
 
-_BINARY_EXPONENTS = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL_EXPONENTS = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_DECIMAL_SUFFIXES = {exp: suffix for suffix, exp in _DECIMAL_EXPONENTS.items()}
+BINARY_EXPONENTS = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+DECIMAL_EXPONENTS = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+DECIMAL_SUFFIXES = {exp: suffix for suffix, exp in DECIMAL_EXPONENTS.items()}
 _BINARY_SUFFIXES = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
 
 # [0-9], not \d: \d also matches non-ASCII digits, which Kubernetes rejects. fullmatch() is used
@@ -183,10 +184,10 @@ class Quantity:
         if m is None or not (m["int"] or m["frac"]):
             raise QuantityError(f"invalid quantity {s!r}: {_diagnose(s)}")
         suffix = m["suffix"] or ""
-        if suffix in _BINARY_EXPONENTS:
-            fmt, exp10, exp2 = Format.BINARY_SI, 0, _BINARY_EXPONENTS[suffix]
-        elif suffix in _DECIMAL_EXPONENTS:
-            fmt, exp10, exp2 = Format.DECIMAL_SI, _DECIMAL_EXPONENTS[suffix], 0
+        if suffix in BINARY_EXPONENTS:
+            fmt, exp10, exp2 = Format.BINARY_SI, 0, BINARY_EXPONENTS[suffix]
+        elif suffix in DECIMAL_EXPONENTS:
+            fmt, exp10, exp2 = Format.DECIMAL_SI, DECIMAL_EXPONENTS[suffix], 0
         else:
             fmt, exp10, exp2 = Format.DECIMAL_EXPONENT, _parse_exponent(s, suffix[1:]), 0
         # Building the Decimal from text is exact and needs no context.
@@ -378,8 +379,8 @@ def _format_decimal(v: Decimal, fmt: Format) -> str:
         mantissa.append(0)
         exp -= 1
     text = ("-" if sign else "") + "".join(map(str, mantissa))
-    if fmt is Format.DECIMAL_SI and exp in _DECIMAL_SUFFIXES:
-        return text + _DECIMAL_SUFFIXES[exp]
+    if fmt is Format.DECIMAL_SI and exp in DECIMAL_SUFFIXES:
+        return text + DECIMAL_SUFFIXES[exp]
     # DecimalExponent, or a DecimalSI exponent without a suffix (beyond "E"): "e" notation.
     return text if exp == 0 else f"{text}e{exp}"
 
