@@ -20,6 +20,7 @@ ROOT = Path(engine.__file__).resolve().parent
 RAW_READS = {
     # The user's JSON kept as written for run time: resolved references, selectors, patches.
     ("policies/compiling.py", "_assembled"), ("policies/policylevel.py", "value_refs"),
+    ("kinds/sidecar.py", "_sidecar"),
     ("kinds/origin.py", "compile_override"), ("kinds/plaintext.py", "compile_override"),
     ("kinds/template.py", "compile_override"), ("kinds/template.py", "compile_check"),
     ("checking/checker.py", "check_http_ref"),
@@ -29,7 +30,6 @@ RAW_READS = {
     ("policies/compiling.py", "_selector_warnings"),
     # Renderers and checkers outside these packages that still read JSON (left for later).
     ("kinds/javascript.py", "_load"),
-    ("kinds/sidecar.py", "_sidecar"),
 }
 GET_CALLS = {
     # Run time: what CEL, JavaScript and the object hold, and constant tables; never the policy.
