@@ -28,8 +28,6 @@ RAW_READS = {
     ("kinds/plaintext.py", "_check_plaintext"), ("kinds/javascript.py", "written"),
     ("kinds/template.py", "_condition_semantics"),
     ("policies/compiling.py", "_selector_warnings"),
-    # Renderers and checkers outside these packages that still read JSON (left for later).
-    ("kinds/javascript.py", "_load"),
 }
 GET_CALLS = {
     # Run time: what CEL, JavaScript and the object hold, and constant tables; never the policy.
