@@ -46,6 +46,14 @@ RENDERER_READS = {
 }
 
 
+KIND_HELPERS = ("rules/jsrules.py", "rules/jshooks.py", "rules/origin.py", "rules/origin_values.py",
+                "rules/sidecars.py", "rendering/sidecar.py")
+KIND_HELPER_RAW_READS = {
+    # The sidecar block as written tells its versions apart in the cache of rendered ConfigMap texts.
+    ("rules/sidecars.py", "rule_for"),
+}
+
+
 def _found(attribute: str, paths: list[Path] | None = None) -> set[tuple[str, str]]:
     """(module, function) of every ``.<attribute>`` in ``paths`` (the packages by default)."""
     if paths is None:
@@ -82,6 +90,12 @@ def test_templates_render_from_their_models() -> None:
     found = {(module, function, attribute) for attribute in ("raw", "get")
              for module, function in _found(attribute, paths)}
     assert found == RENDERER_READS
+
+
+def test_the_kinds_helpers_read_their_models() -> None:
+    """javascript, sidecar and origin load and check from their typed models (origin entries and
+    their payloads are applied, and so checked, as the JSON the kind keeps for run time)."""
+    assert _found("raw", [ROOT / name for name in KIND_HELPERS]) == KIND_HELPER_RAW_READS
 
 
 def test_a_field_that_fails_its_model_does_not_hide_the_rest_of_its_rule() -> None:
