@@ -103,7 +103,8 @@ class OriginOversell(Model):
 
 @dataclass(frozen=True, kw_only=True)
 class OverrideRuleOrigin(Model):
-    """A typed change to a native field of the object or its pod template."""
+    """A typed change to a native field of the object or its pod template. The payload fields are
+    None when not written: the type's own one must be, even empty."""
 
     type: Annotated[str, OneOf(ORIGIN_TYPES)] = prop("The field changed.", required=True)
     operation: OverrideOperation = prop("add, replace or remove; several types allow replace only.",
@@ -114,15 +115,15 @@ class OverrideRuleOrigin(Model):
     resources_oversell: OriginOversell | None = prop("Factors for type resourceOversell.")
     resource_requirements: ResourceRequirements | None = prop("Resources for type "
                                                               "resourceRequirements.")
-    tolerations: list[Toleration] = prop("Tolerations for type tolerations.", factory=list)
+    tolerations: list[Toleration] | None = prop("Tolerations for type tolerations.")
     affinity: Affinity | None = prop("Affinity for type affinity.")
-    topology_spread_constraints: list[TopologySpreadConstraint] = prop(
-        "Constraints for type topologySpreadConstraints.", factory=list)
+    topology_spread_constraints: list[TopologySpreadConstraint] | None = prop(
+        "Constraints for type topologySpreadConstraints.")
     scheduler_name: str | None = prop("Scheduler for type schedulerName.")
     host_network: bool | None = prop("Value for type hostNetwork.")
-    node_selector: dict[str, str] = prop("Node labels for type nodeSelector.", factory=dict)
-    annotations: dict[str, str] = prop("Annotations for type annotations.", factory=dict)
-    labels: dict[str, str] = prop("Labels for type labels.", factory=dict)
+    node_selector: dict[str, str] | None = prop("Node labels for type nodeSelector.")
+    annotations: dict[str, str] | None = prop("Annotations for type annotations.")
+    labels: dict[str, str] | None = prop("Labels for type labels.")
 
 
 @dataclass(frozen=True, kw_only=True)

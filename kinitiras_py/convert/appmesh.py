@@ -101,7 +101,7 @@ def _patch_fields(text: str, values: Obj) -> tuple[set[str], str | None]:
     """The top-level fields the translated template renders, or why it does not render."""
     scope = symbolic.Scope()
     try:
-        output = symbolic.render(text, sidecar.context({"values": values}, scope))
+        output = symbolic.render(text, sidecar.context(values, {}, scope))
         doc = sidecar.parse_output(output, "")
     except (symbolic.PerPodUse, ValueError, PolicyError) as e:
         return set(), str(e)

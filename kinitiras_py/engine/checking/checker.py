@@ -22,11 +22,13 @@ class Checker:
 
     ``tolerant`` is set when the model already found problems: the raw dicts may then have any
     shape, so a check that trips over one gives up quietly (the model errors say what is wrong).
+    ``failed`` holds the paths of those problems.
     """
 
-    def __init__(self, ref: str, tolerant: bool) -> None:
+    def __init__(self, ref: str, tolerant: bool, failed: frozenset[str] = frozenset()) -> None:
         self.ref = ref
         self.tolerant = tolerant
+        self.failed = failed
         self.errors: list[PolicyError] = []
         self.warnings: list[str] = []
         self.name = ""
@@ -50,6 +52,11 @@ class Checker:
         declared = celshapes.Shapes(shapes.REQUEST_FIELDS, self.params | frozenset(rule_params),
                                     not self.kinds.without_namespace())
         errors += [PolicyError(path, f"invalid CEL: {problem}") for problem in celshapes.problems(program, declared)]
+
+    def model_dropped(self, path: str) -> bool:
+        """Whether the model found a problem with the field at ``path`` itself, which a partial
+        model then leaves absent (a problem only inside it leaves the rest of it there)."""
+        return path in self.failed
 
     def warn(self, path: str, message: str) -> None:
         """Record a warning naming the policy and the field."""

@@ -54,9 +54,12 @@ def _load(checker: Checker, errors: list[PolicyError], holder: Overriders | Vali
     """The ``javascript`` of ``holder`` loaded for ``function``; None when absent or refused."""
     if not written(holder):
         return None
-    script = None if holder.javascript is None else holder.javascript.raw
-    program: jsrules.JsProgram | None = checker.collect(errors, jsrules.compile_javascript, script,
-                                                        function, f"{path}.javascript", checker.ref)
+    where = f"{path}.javascript"
+    # A limit or marker the model refused is absent from it: the script is checked, not loaded
+    # (it would run under a limit, or without the marker, not written).
+    load = not any(checker.model_dropped(f"{where}.{name}") for name in (*jsrules.LIMITS, "marker"))
+    program: jsrules.JsProgram | None = checker.collect(errors, jsrules.compile_javascript, holder.javascript,
+                                                        function, where, checker.ref, load)
     return program
 
 

@@ -24,7 +24,7 @@ class OriginOverrider:
 
 def compile_override(errors: list[PolicyError], written: list[OverrideRuleOrigin], path: str) -> OriginOverrider | None:
     """The ``origin`` entries at ``path`` checked; None when absent (or empty)."""
-    # The entries are applied as written (:mod:`..rules.origin` reads their JSON).
+    # The entries are applied as written (:mod:`..rules.origin` reads their JSON); their models are checked.
     entries = [entry.raw if entry is not None else None for entry in written]
-    errors += origin.validate_origin(entries, path)
+    errors += origin.validate_origin(written, entries, path)
     return OriginOverrider(entries) if entries else None

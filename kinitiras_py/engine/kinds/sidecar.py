@@ -48,11 +48,11 @@ def compile_override(checker: Checker, errors: list[PolicyError], template: Over
 def _sidecar(checker: Checker, errors: list[PolicyError], template: OverrideRuleTemplate, path: str,
              refs: dict[str, Obj]) -> tuple[str | None, sidecars.SidecarRule | None]:
     """Check a sidecar template; render it when inline. Fetched valueRefs go into ``refs``."""
-    problems = sidecars.check_template(template.raw, path, checker.namespace is None)
+    problems = sidecars.check_template(template, path, checker.namespace is None)
     if problems:
         errors += problems
         return None, None
-    rule = sidecars.rule_for(template.raw, path, checker.ref, checker.name, checker.namespace)
+    rule = sidecars.rule_for(template, path, checker.ref, checker.name, checker.namespace)
     block = template.sidecar or SidecarTemplate()
     config_map = block.config_map_ref
     errors += boundary.problems(checker.namespace, f"{path}.sidecar.configMapRef", "v1", "ConfigMap",
@@ -61,6 +61,9 @@ def _sidecar(checker: Checker, errors: list[PolicyError], template: OverrideRule
         check_reference(checker, ref, f"{path}.sidecar.valueRefs[{name}]")
         if ref is not None and ref.from_ in REF_SOURCES_WITH_PARAMS:
             refs[PARAM_PREFIX + str(name)] = ref.raw  # resolved as written, on every request
-    if rule.config_map is not None:
+    # A template whose values or valueRefs failed their model would read nothing there, and
+    # report that instead of the model's error: it is not rendered.
+    if rule.config_map is not None or any(checker.model_dropped(f"{path}.sidecar.{name}")
+                                          for name in ("values", "valueRefs")):
         return None, rule
     return checker.collect(errors, sidecars.render_inline, rule, str(block.template)), rule

@@ -53,7 +53,7 @@ def compile_policy(obj: Obj) -> EitherPolicy:
     if model is None or any(e.path in ("", "apiVersion", "kind") for e in model_errors):
         raise PolicyErrors(model_errors, ref)  # not one of our kinds: nothing more to check
     kind = model.INFO.kind
-    checker = Checker(ref or kind, tolerant=bool(model_errors))
+    checker = Checker(ref or kind, tolerant=bool(model_errors), failed=frozenset(e.path for e in model_errors))
     meta = model.metadata or models.ObjectMeta()
     namespace = None if kind in CLUSTER_KINDS else meta.namespace
     checker.name, checker.namespace = meta.name, namespace

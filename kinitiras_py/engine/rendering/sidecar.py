@@ -12,14 +12,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import jinja2
+import orjson
 import yaml
 
 from kinitiras_py.api.policies import GROUP
 from kinitiras_py.api.refs import ResourceRefer
-from kinitiras_py.api.schema import parse_into
+from kinitiras_py.api.sidecar import SidecarTemplate
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.engine.objects import selectors
@@ -44,9 +46,9 @@ def marker_key(policy_name: str) -> str:
     return f"{GROUP}/{name}"
 
 
-def context(spec: Obj, scope: symbolic.Scope) -> dict[str, Any]:
-    """What the template sees: constants, per-pod values and the built-ins."""
-    refs = spec.get("valueRefs") or {}
+def context(values: Obj, refs: Mapping[str, ResourceRefer | None], scope: symbolic.Scope) -> dict[str, Any]:
+    """What the template sees: constants (``values``), per-pod values (``refs``, by name) and the
+    built-ins."""
     per_pod = {
         "object": symbolic.PerPod(scope, "optional.of(object)", "object", printable=False),
         "labels": symbolic.PerPod(scope, "optional.of(labels)", "labels", printable=False),
@@ -57,10 +59,9 @@ def context(spec: Obj, scope: symbolic.Scope) -> dict[str, Any]:
         "generateName": symbolic.PerPod(scope, 'object.?metadata.?generateName', "generateName", nested=False),
         "appPorts": symbolic.PerPod(scope, "optional.of(appPorts)", "appPorts", nested=False),
     }
-    value_refs = {str(name): symbolic.PerPod(scope, ref_expr(_refer(ref), PARAM_PREFIX + str(name)),
-                                             f"valueRefs.{name}")
-                  for name, ref in refs.items() if isinstance(ref, dict)}
-    return {**per_pod, "values": spec.get("values") or {}, "valueRefs": value_refs}
+    value_refs = {name: symbolic.PerPod(scope, ref_expr(ref, PARAM_PREFIX + name), f"valueRefs.{name}")
+                  for name, ref in refs.items() if ref is not None}
+    return {**per_pod, "values": values, "valueRefs": value_refs}
 
 
 class _Loader(yaml.SafeLoader):
@@ -176,12 +177,15 @@ def _cel_environment() -> jinja2.Environment:
     return make_environment()
 
 
-def render_sidecar(spec: Obj, text: str, where: str, source: str, policy_ref: str, policy_name: str) -> str:
+def render_sidecar(spec: SidecarTemplate, text: str, where: str, source: str, policy_ref: str,
+                   policy_name: str) -> str:
     """CEL source of a sidecar template whose jinja2 text is ``text`` (inline or from ``source``,
     e.g. ``ConfigMap ns/name key k``); PolicyError naming ``where`` when it cannot work."""
     scope = symbolic.Scope()
+    # The template sees maps in key order, whatever order the policy wrote them in.
+    values = orjson.loads(orjson.dumps(spec.values, option=orjson.OPT_SORT_KEYS))
     try:
-        output = symbolic.render(text, context(spec, scope))
+        output = symbolic.render(text, context(values, dict(sorted(spec.value_refs.items())), scope))
     except symbolic.PerPodUse as e:
         raise PolicyError(where, f"{e}: per-pod values differ from pod to pod, so the template may only "
                                  "print them (optionally with | default(...)); decide with values instead") from None
@@ -193,43 +197,37 @@ def render_sidecar(spec: Obj, text: str, where: str, source: str, policy_ref: st
     if marker in annotations:
         raise PolicyError(where, f"annotation {marker!r} is the marker of this policy's sidecar; it is set for you")
     entries = {marker: policy_ref, **annotations}
-    required = [str(label) for label in spec.get("requiredLabels") or []]
+    required = [str(label) for label in spec.required_labels]
     return _cel_environment().get_template("sidecar.cel.j2").render(
         source=source, ref=policy_ref, marker=marker, required=required,
-        ports=bool(spec.get("requireContainerPorts")), slots=scope.slots,
+        ports=spec.require_container_ports, slots=scope.slots,
         lists={name: [cel_value(item) for item in doc.get(name) or []] for name in LISTS},
         names={name: [str(item["name"]) for item in doc.get(name) or []] for name in LISTS},
         annotations={key: cel_value(value) for key, value in entries.items()},
     ).strip() + "\n"
 
 
-def _refer(ref: Obj) -> ResourceRefer:
-    """A valueRef of the sidecar block as its model (partial: the policy's model reports its
-    problems), for the reference helpers, which read models."""
-    return parse_into(ResourceRefer, ref, "", [], partial=True) or ResourceRefer(from_="current")
-
-
-def check_options(spec: Obj, path: str, cluster_scoped: bool) -> list[PolicyError]:
+def check_options(spec: SidecarTemplate, path: str, cluster_scoped: bool) -> list[PolicyError]:
     """Problems with a sidecar block outside its template text."""
     errors = []
-    for name, value in (spec.get("values") or {}).items():
+    for name, value in spec.values.items():
         if (bad := _out_of_range(value)) is not None:
             errors.append(PolicyError(f"{path}.values[{name}]", f"{bad} is beyond what JSON and CEL hold "
                                                                 "(a 64-bit integer, a finite number)"))
-    for i, label in enumerate(spec.get("requiredLabels") or []):
+    for i, label in enumerate(spec.required_labels):
         for problem in selectors.validate_label_selector({"matchLabels": {str(label): ""}}, path):
             errors.append(PolicyError(f"{path}.requiredLabels[{i}]", problem.reason))
-    ref = spec.get("configMapRef")
-    if isinstance(ref, dict) and cluster_scoped and not ref.get("namespace"):
+    ref = spec.config_map_ref
+    if ref is not None and cluster_scoped and not ref.namespace:
         errors.append(PolicyError(f"{path}.configMapRef.namespace", "a cluster-scoped policy must name the "
                                                                     "ConfigMap's namespace"))
-    for name, value in (spec.get("valueRefs") or {}).items():
-        if not str(name).isidentifier():
+    for name, value in spec.value_refs.items():
+        if not name.isidentifier():
             errors.append(PolicyError(f"{path}.valueRefs[{name}]", "the name must be an identifier "
                                                                    "(letters, digits, _), as the template reads it"))
-        elif isinstance(value, dict):
+        elif value is not None:
             try:
-                check_ref(_refer(value), f"{path}.valueRefs[{name}]")
+                check_ref(value, f"{path}.valueRefs[{name}]")
             except PolicyError as e:
                 errors.append(e)
     return errors

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kinitiras_py.api import javascript as model
-from kinitiras_py.base.errors import PolicyError, PolicyErrors, RuleDenied
+from kinitiras_py.base.errors import PolicyError, RuleDenied
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
 from kinitiras_py.engine.evaluation import jsruntime
 from kinitiras_py.engine.objects import patching, patchlog, selectors
@@ -107,40 +107,28 @@ def parameters_of(text: str, function: str, allowed: tuple[str, ...] = PARAMETER
     return names
 
 
-def _bounded(spec: Obj, key: str, default: int, most: int, path: str) -> int:
-    value = spec.get(key, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-        raise PolicyError(f"{path}.{key}", f"must be a whole number from 1 to {most}; got {value!r}")
-    return value
+LIMITS = ("timeoutMs", "memoryLimitMiB", "stateLimitKiB")
+"""The fields of a script's limits."""
 
 
-def compile_javascript(spec: JSON, function: str, path: str, owner: str = "") -> JsProgram:
-    """Load the ``javascript`` field at ``path`` of policy ``owner`` for calling ``function``.
-    PolicyErrors name the field (a syntax error, its line). A script without watch hooks that
-    takes ``state`` has it built (jsa_init) at once; one with watch hooks moves to a watch thread
-    and waits for :meth:`.jshooks.Hooks.start`. Inside :func:`request_deadline` the load gives up
-    at that deadline."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("source"), str) or not spec["source"].strip():
+def compile_javascript(spec: model.JavaScript | None, function: str, path: str, owner: str = "",
+                       load: bool = True) -> JsProgram | None:
+    """Load the ``javascript`` field at ``path`` of policy ``owner`` for calling ``function``;
+    with ``load`` False (a field the model refused: the script would run under a limit, or
+    without a marker, not written) it is only checked, and None returned. PolicyErrors name the
+    field (a syntax error, its line). A script without watch hooks that takes ``state`` has it
+    built (jsa_init) at once; one with watch hooks moves to a watch thread and waits for
+    :meth:`.jshooks.Hooks.start`. Inside :func:`request_deadline` the load gives up at that
+    deadline."""
+    if spec is None or not spec.source or not spec.source.strip():
         raise PolicyError(f"{path}.source", f"required: a script defining {function}")
-    errors: list[PolicyError] = []
-    limits = []
-    for key, default, most in (("timeoutMs", model.DEFAULT_TIMEOUT_MS, model.MAX_TIMEOUT_MS),
-                               ("memoryLimitMiB", model.DEFAULT_MEMORY_MIB, model.MAX_MEMORY_MIB),
-                               ("stateLimitKiB", model.DEFAULT_STATE_KIB, model.MAX_STATE_KIB)):
-        try:
-            limits.append(_bounded(spec, key, default, most, path))
-        except PolicyError as e:
-            errors.append(e)
-    marker = None
-    try:
-        marker = _marker(spec.get("marker"), function, f"{path}.marker")
-    except PolicyError as e:
-        errors.append(e)
-    if errors:
-        raise PolicyErrors(errors)
-    script = jsruntime.Script(spec["source"], limits[0], limits[1], name=f"{owner}: {path}" if owner else path)
+    marker = _marker(spec.marker, function, f"{path}.marker")
+    if not load:
+        return None
+    timeout_ms = model.DEFAULT_TIMEOUT_MS if spec.timeout_ms is None else spec.timeout_ms
+    memory_mib = model.DEFAULT_MEMORY_MIB if spec.memory_limit_mi_b is None else spec.memory_limit_mi_b
+    state_kib = model.DEFAULT_STATE_KIB if spec.state_limit_ki_b is None else spec.state_limit_ki_b
+    script = jsruntime.Script(spec.source, timeout_ms, memory_mib, name=f"{owner}: {path}" if owner else path)
     other = VALIDATE if function == MUTATE else MUTATE
     try:
         script.load((function, other, *HOOKS), _admission_until())
@@ -163,7 +151,7 @@ def compile_javascript(spec: JSON, function: str, path: str, owner: str = "") ->
         raise PolicyError(f"{path}.source", str(e)) from None
     kept = None
     if hooks or "state" in names:
-        kept = jshooks.Hooks(script, hooks, limits[2] * 1024)
+        kept = jshooks.Hooks(script, hooks, state_kib * 1024)
         if kept.watches:
             script.watch()
         else:
@@ -171,18 +159,17 @@ def compile_javascript(spec: JSON, function: str, path: str, owner: str = "") ->
     return JsProgram(script, function, names, marker, kept)
 
 
-def _marker(spec: JSON, function: str, path: str) -> tuple[str, str] | None:
+def _marker(spec: model.JavaScriptMarker | None, function: str, path: str) -> tuple[str, str] | None:
     if spec is None:
         return None
     if function != MUTATE:
         raise PolicyError(path, "only an overrider's script changes the object, so only it can mark it")
-    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"] \
-            or "," in spec["name"]:
+    if not spec.name or "," in spec.name:
         raise PolicyError(f"{path}.name", "required: this rule's name in the annotation, without commas")
-    problem = selectors.qualified_name_problem(spec.get("annotation"))
+    problem = selectors.qualified_name_problem(spec.annotation)
     if problem:
         raise PolicyError(f"{path}.annotation", f"must be an annotation key: {problem}")
-    return str(spec["annotation"]), spec["name"]
+    return spec.annotation, spec.name
 
 
 def _call(program: JsProgram, variables: Mapping[str, Any], obj: JSON) -> JSON:

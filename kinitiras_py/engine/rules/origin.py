@@ -20,10 +20,11 @@ Differences from kinitiras (behaviour spec §7, §12.3), all deliberate:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
 
+from kinitiras_py.api.overrides import OverrideRuleOrigin
 from kinitiras_py.base.errors import KinitirasError, PatchError, PolicyError, QuantityError, RuleError
 from kinitiras_py.base.ids import RuleId
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
@@ -198,33 +199,41 @@ class _Type(NamedTuple):
     check: Callable[[JSON, str], values.Errors]
     ops: Callable[[Obj, Obj], Patch]
     """The RFC 6902 ops that apply an entry to an object (read, never changed)."""
+    in_model: Callable[[OverrideRuleOrigin], object]
+    """The payload field of the entry's model (None when not written, or when it failed the model)."""
 
 
 _TYPES: dict[str, _Type] = {
-    "annotations": _Type("annotations", _OPERATIONS, True, values.string_map, _map_ops),
-    "labels": _Type("labels", _OPERATIONS, True, values.string_map, _map_ops),
-    "nodeSelector": _Type("nodeSelector", _OPERATIONS, True, values.string_map, _map_ops),
-    "hostNetwork": _Type("hostNetwork", _OPERATIONS, False, values.of_type(bool, "a boolean"), _set_ops),
-    "schedulerName": _Type("schedulerName", _OPERATIONS, False, values.of_type(str, "a string"), _set_ops),
-    "affinity": _Type("affinity", _OPERATIONS, False, values.of_type(dict, "an object"), _set_ops),
+    "annotations": _Type("annotations", _OPERATIONS, True, values.string_map, _map_ops, lambda e: e.annotations),
+    "labels": _Type("labels", _OPERATIONS, True, values.string_map, _map_ops, lambda e: e.labels),
+    "nodeSelector": _Type("nodeSelector", _OPERATIONS, True, values.string_map, _map_ops,
+                          lambda e: e.node_selector),
+    "hostNetwork": _Type("hostNetwork", _OPERATIONS, False, values.of_type(bool, "a boolean"), _set_ops,
+                         lambda e: e.host_network),
+    "schedulerName": _Type("schedulerName", _OPERATIONS, False, values.of_type(str, "a string"), _set_ops,
+                           lambda e: e.scheduler_name),
+    "affinity": _Type("affinity", _OPERATIONS, False, values.of_type(dict, "an object"), _set_ops,
+                      lambda e: e.affinity),
     "topologySpreadConstraints": _Type("topologySpreadConstraints", _OPERATIONS, False, values.object_list,
-                                       _set_ops),
+                                       _set_ops, lambda e: e.topology_spread_constraints),
     "resourceRequirements": _Type("resourceRequirements", _OPERATIONS, False, values.resources,
-                                  _requirements_ops),
+                                  _requirements_ops, lambda e: e.resource_requirements),
     # Scaling has no inverse, so there is nothing to remove.
-    "resourceOversell": _Type("resourcesOversell", ("add", "replace"), True, values.oversell, _oversell_ops),
-    "tolerations": _Type("tolerations", _OPERATIONS, True, values.tolerations, _tolerations_ops),
+    "resourceOversell": _Type("resourcesOversell", ("add", "replace"), True, values.oversell, _oversell_ops,
+                              lambda e: e.resources_oversell),
+    "tolerations": _Type("tolerations", _OPERATIONS, True, values.tolerations, _tolerations_ops,
+                         lambda e: e.tolerations),
 }
 _TYPE_NAMES = tuple(_TYPES)
 _RESOURCE_TYPES = ("resourceRequirements", "resourceOversell")
 
 
-def _check_entry(entry: JSON, path: str) -> values.Errors:
-    """Everything wrong with one ``origin[]`` entry on its own."""
-    if not isinstance(entry, dict):
-        return [PolicyError(path, "must be an object")]
+def _entry_problems(type_: JSON, operation: JSON, replace: JSON, count: JSON, payload: Callable[[_Type], JSON],
+                    path: str) -> values.Errors:
+    """Everything wrong with one ``origin[]`` entry on its own, from its fields; ``payload`` gives
+    the JSON of the type's payload field (None when not written), which is checked as written
+    because that is what :func:`apply_origin` applies."""
     errors: values.Errors = []
-    type_, operation = entry.get("type"), entry.get("operation")
     spec = _TYPES.get(type_) if isinstance(type_, str) else None
     if spec is None:
         errors.append(PolicyError(f"{path}.type", values.unsupported(type_, _TYPE_NAMES)))
@@ -234,41 +243,61 @@ def _check_entry(entry: JSON, path: str) -> values.Errors:
         errors.append(PolicyError(f"{path}.operation",
                                   f"operation {operation!r} is not supported for type {type_!r}; "
                                   f"supported: {', '.join(repr(o) for o in spec.operations)}"))
-    if entry.get("replace") is not None:
-        errors += values.of_type(bool, "a boolean")(entry["replace"], f"{path}.replace")
-    count = entry.get("containerCount")
+    if replace is not None:
+        errors += values.of_type(bool, "a boolean")(replace, f"{path}.replace")
     if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
         errors.append(PolicyError(f"{path}.containerCount", "must be a non-negative integer"))
     if spec is None:
         return errors
-    payload = entry.get(spec.payload)
-    if payload is not None:
-        errors += spec.check(payload, f"{path}.{spec.payload}")
+    written = payload(spec)
+    if written is not None:
+        errors += spec.check(written, f"{path}.{spec.payload}")
     elif operation in spec.operations and (operation != "remove" or spec.remove_needs_payload):
         errors.append(PolicyError(f"{path}.{spec.payload}",
                                   f"required for type {type_!r} with operation {operation!r}"))
     return errors
 
 
-def validate_origin(entries: list[Obj], path: str) -> list[PolicyError]:
+def entry_problems(entry: JSON, path: str) -> values.Errors:
+    """Everything wrong with one ``origin[]`` entry as it is applied: its JSON, which nothing may
+    have checked (a policy stored while the webhook was down)."""
+    if not isinstance(entry, dict):
+        return [PolicyError(path, "must be an object")]
+    return _entry_problems(entry.get("type"), entry.get("operation"), entry.get("replace"),
+                           entry.get("containerCount"), lambda spec: entry.get(spec.payload), path)
+
+
+def _payload_as_written(entry: OverrideRuleOrigin, json: Obj) -> Callable[[_Type], JSON]:
+    """The payload of ``entry`` as written, when its model has one: a payload that failed its
+    model is absent there, and the model's error says why."""
+    return lambda spec: None if spec.in_model(entry) is None else json[spec.payload]
+
+
+def validate_origin(entries: Sequence[OverrideRuleOrigin | None], written: Sequence[Obj | None], path: str
+                    ) -> list[PolicyError]:
     """Every problem in a rule's ``overriders.origin`` list; ``path`` is that list's field path.
 
-    Besides each entry on its own, kinitiras' rule holds: one rule may not both set
-    (resourceRequirements) and oversell (resourceOversell) the same container.
+    ``entries`` are the entries' models, which a partial model leaves None when an entry is not
+    an object, and ``written`` their JSON, which is what is applied: the model says which fields
+    an entry has, and the payload is checked as written. Besides each entry on its own,
+    kinitiras' rule holds: one rule may not both set (resourceRequirements) and oversell
+    (resourceOversell) the same container.
     """
-    if not isinstance(entries, list):
-        return [PolicyError(path, "must be a list")]
     errors: values.Errors = []
     first_of: dict[tuple[str, int], int] = {}  # (type, containerCount) -> first entry index
-    for i, entry in enumerate(entries):
-        errors += _check_entry(entry, f"{path}[{i}]")
-        if not isinstance(entry, dict) or entry.get("type") not in _RESOURCE_TYPES:
+    for i, (entry, json) in enumerate(zip(entries, written, strict=True)):
+        if entry is None or json is None:
+            errors.append(PolicyError(f"{path}[{i}]", "must be an object"))
             continue
-        count = entry.get("containerCount") or 0
-        if type(count) is not int:  # already reported; bool would alias 0 and 1
+        errors += _entry_problems(entry.type, entry.operation, entry.replace, entry.container_count,
+                                  _payload_as_written(entry, json), f"{path}[{i}]")
+        # A count that failed its model is at its default (0) there: an entry whose written count
+        # is not an integer is left out of the conflicts instead (the model's error names it).
+        if entry.type not in _RESOURCE_TYPES or type(json.get("containerCount") or 0) is not int:
             continue
-        first_of.setdefault((entry["type"], count), i)
-        other = _RESOURCE_TYPES[1 - _RESOURCE_TYPES.index(entry["type"])]
+        count = entry.container_count
+        first_of.setdefault((entry.type, count), i)
+        other = _RESOURCE_TYPES[1 - _RESOURCE_TYPES.index(entry.type)]
         if (other, count) in first_of:
             errors.append(PolicyError(
                 f"{path}[{i}].containerCount",
@@ -291,7 +320,7 @@ def apply_origin(obj: Obj, entries: list[Obj], rule: RuleId,
     for i, entry in enumerate(entries):
         where = f"origin[{i}]"
         # Admission validates policies, but one stored while the webhook was down was not.
-        errors = _check_entry(entry, where)
+        errors = entry_problems(entry, where)
         if errors:
             raise RuleError(rule, str(errors[0]))
         try:

@@ -10,10 +10,12 @@ the next lookup) is rendered once, and an unchanged one never again.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
+from kinitiras_py.api.overrides import OverrideRuleTemplate
+from kinitiras_py.api.sidecar import SidecarTemplate
 from kinitiras_py.base.errors import CelCompileError, PolicyError
 from kinitiras_py.base.typedefs import Obj
 from kinitiras_py.engine.evaluation import cel
@@ -30,10 +32,13 @@ class SidecarRule:
     path: str
     """Field path of the template's ``sidecar`` block, for messages."""
     spec_json: str
-    """The ``sidecar`` block as canonical JSON: what a ConfigMap's text is rendered with."""
+    """The ``sidecar`` block as canonical JSON: which version of the block a rendering is of."""
     group: str | None = None
     config_map: tuple[str, str, str] | None = None
     """(namespace, name, key) of the ConfigMap holding the template; None for an inline one."""
+    spec: SidecarTemplate = field(default_factory=SidecarTemplate, compare=False, repr=False)
+    """The ``sidecar`` block: what a ConfigMap's text is rendered with (``spec_json`` stands for it
+    in comparisons, as its dicts cannot be hashed)."""
 
     @property
     def source(self) -> str:
@@ -44,34 +49,34 @@ class SidecarRule:
         return f"ConfigMap {namespace}/{name} key {key}"
 
 
-def rule_for(template: Obj, path: str, policy_ref: str, policy_name: str,
+def rule_for(template: OverrideRuleTemplate, path: str, policy_ref: str, policy_name: str,
              policy_namespace: str | None) -> SidecarRule:
     """The SidecarRule of a checked ``type: sidecar`` template (ConfigMap namespace defaulted)."""
-    block = template.get("sidecar") or {}
-    ref = block.get("configMapRef")
+    block = template.sidecar or SidecarTemplate()
+    ref = block.config_map_ref
     config_map = None
-    if isinstance(ref, dict):
-        config_map = (str(ref.get("namespace") or policy_namespace or ""), str(ref.get("name")), str(ref.get("key")))
+    if ref is not None:
+        config_map = (str(ref.namespace or policy_namespace or ""), str(ref.name), str(ref.key))
+    # The block as written tells one version of it from another in the cache of rendered texts.
     return SidecarRule(policy_ref=policy_ref, policy_name=policy_name, path=f"{path}.sidecar",
-                       spec_json=orjson.dumps(block, option=orjson.OPT_SORT_KEYS).decode(),
-                       group=str(block["group"]) if block.get("group") else None, config_map=config_map)
+                       spec_json=orjson.dumps(block.raw, option=orjson.OPT_SORT_KEYS).decode(),
+                       group=block.group or None, config_map=config_map, spec=block)
 
 
-def check_template(template: Obj, path: str, cluster_scoped: bool) -> list[PolicyError]:
+def check_template(template: OverrideRuleTemplate, path: str, cluster_scoped: bool) -> list[PolicyError]:
     """Problems of a ``type: sidecar`` template outside its jinja2 text."""
     errors = []
-    if template.get("operation") != "add":
+    if template.operation != "add":
         errors.append(PolicyError(f"{path}.operation", "a sidecar template adds: operation must be add"))
-    block = template.get("sidecar")
-    if not isinstance(block, dict):
+    if template.sidecar is None:
         return [*errors, PolicyError(f"{path}.sidecar", "type sidecar needs sidecar")]
-    return errors + rendering.check_options(block, f"{path}.sidecar", cluster_scoped)
+    return errors + rendering.check_options(template.sidecar, f"{path}.sidecar", cluster_scoped)
 
 
 def render_inline(rule: SidecarRule, text: str) -> str:
     """CEL source of an inline template (PolicyError naming its field)."""
-    return rendering.render_sidecar(orjson.loads(rule.spec_json), text, f"{rule.path}.template", "inline",
-                                    rule.policy_ref, rule.policy_name)
+    return rendering.render_sidecar(rule.spec, text, f"{rule.path}.template", "inline", rule.policy_ref,
+                                    rule.policy_name)
 
 
 def compile_source(source: str, where: str) -> cel.Program:
@@ -103,7 +108,7 @@ def source_for(rule: SidecarRule, text: str) -> str:
 def _compiled(rule: SidecarRule, text: str) -> cel.Program | PolicyError:
     # Failures are kept too: a broken ConfigMap is reported on every pod without rendering it again.
     try:
-        source = rendering.render_sidecar(orjson.loads(rule.spec_json), text, rule.source, rule.source,
+        source = rendering.render_sidecar(rule.spec, text, rule.source, rule.source,
                                           rule.policy_ref, rule.policy_name)
         return compile_source(source, rule.source)
     except PolicyError as e:

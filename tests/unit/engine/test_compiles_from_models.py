@@ -20,6 +20,7 @@ ROOT = Path(engine.__file__).resolve().parent
 RAW_READS = {
     # The user's JSON kept as written for run time: resolved references, selectors, patches.
     ("policies/compiling.py", "_assembled"), ("policies/policylevel.py", "value_refs"),
+    ("kinds/sidecar.py", "_sidecar"),
     ("kinds/origin.py", "compile_override"), ("kinds/plaintext.py", "compile_override"),
     ("kinds/template.py", "compile_override"), ("kinds/template.py", "compile_check"),
     ("checking/checker.py", "check_http_ref"),
@@ -27,9 +28,6 @@ RAW_READS = {
     ("kinds/plaintext.py", "_check_plaintext"), ("kinds/javascript.py", "written"),
     ("kinds/template.py", "_condition_semantics"),
     ("policies/compiling.py", "_selector_warnings"),
-    # Renderers and checkers outside these packages that still read JSON (left for later).
-    ("kinds/javascript.py", "_load"),
-    ("kinds/sidecar.py", "_sidecar"),
 }
 GET_CALLS = {
     # Run time: what CEL, JavaScript and the object hold, and constant tables; never the policy.
@@ -45,6 +43,14 @@ RENDERER_READS = {
     ("rendering/render.py", "_render_podspec", "raw"),
     # The table of tests by condition, not the policy.
     ("rendering/render.py", "render_condition", "get"),
+}
+
+
+KIND_HELPERS = ("rules/jsrules.py", "rules/jshooks.py", "rules/origin.py", "rules/origin_values.py",
+                "rules/sidecars.py", "rendering/sidecar.py")
+KIND_HELPER_RAW_READS = {
+    # The sidecar block as written tells its versions apart in the cache of rendered ConfigMap texts.
+    ("rules/sidecars.py", "rule_for"),
 }
 
 
@@ -84,6 +90,12 @@ def test_templates_render_from_their_models() -> None:
     found = {(module, function, attribute) for attribute in ("raw", "get")
              for module, function in _found(attribute, paths)}
     assert found == RENDERER_READS
+
+
+def test_the_kinds_helpers_read_their_models() -> None:
+    """javascript, sidecar and origin load and check from their typed models (origin entries and
+    their payloads are applied, and so checked, as the JSON the kind keeps for run time)."""
+    assert _found("raw", [ROOT / name for name in KIND_HELPERS]) == KIND_HELPER_RAW_READS
 
 
 def test_a_field_that_fails_its_model_does_not_hide_the_rest_of_its_rule() -> None:

@@ -403,3 +403,22 @@ def test_the_logging_utilities_write_to_our_log_bounded(caplog: pytest.LogCaptur
     assert caplog.records[0].script == "ClusterOverridePolicy logger: spec.overrideRules[0].overriders.javascript"
 
 
+
+
+@pytest.mark.parametrize(("field", "value"), [("timeoutMs", 0), ("memoryLimitMiB", "64"), ("stateLimitKiB", True),
+                                              ("marker", "jsadmissions.momiji.com/mutate")])
+def test_a_limit_or_marker_the_model_refuses_leaves_the_script_unloaded(field: str, value: Any) -> None:
+    """The model leaves the field out: loading the script anyway would report what it does under
+    a default not written (here, that it is not JavaScript)."""
+    found = refusal("this is not javascript", **{field: value})
+    assert [path for path, _ in found] == [f"spec.overrideRules[0].overriders.javascript.{field}"]
+    assert refusal("this is not javascript")[0][0] == SOURCE_PATH
+
+
+def test_a_bad_marker_leaves_the_script_unloaded() -> None:
+    bad = {"annotation": "not a key!", "name": "r"}
+    found = refusal("this is not javascript", marker=bad)
+    assert [path for path, _ in found] == ["spec.overrideRules[0].overriders.javascript.marker.annotation"]
+    found = refusal("this is not javascript", marker=bad, timeoutMs=0)  # checked, though not loaded
+    assert [path for path, _ in found] == ["spec.overrideRules[0].overriders.javascript.timeoutMs",
+                                           "spec.overrideRules[0].overriders.javascript.marker.annotation"]

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from kinitiras_py.api.javascript import JavaScript
+from kinitiras_py.api.schema import parse
 from kinitiras_py.base.errors import PolicyError
 from kinitiras_py.engine.evaluation import jsruntime
 from kinitiras_py.engine.rules import jsrules
@@ -34,7 +36,10 @@ def occupy(script: jsruntime.Script, seconds: float) -> None:
 
 
 def compile_js(source: str, **limits: Any) -> jsrules.JsProgram:
-    return jsrules.compile_javascript({"source": source, **limits}, jsrules.MUTATE, "javascript", "p")
+    program = jsrules.compile_javascript(parse(JavaScript, {"source": source, **limits}), jsrules.MUTATE,
+                                         "javascript", "p")
+    assert program is not None
+    return program
 
 
 def test_a_script_queued_behind_a_busy_thread_is_not_failed() -> None:

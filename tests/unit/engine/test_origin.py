@@ -7,6 +7,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from kinitiras_py.api.overrides import OverrideRuleOrigin
+from kinitiras_py.api.schema import parse_into
 from kinitiras_py.base.errors import RuleError
 from kinitiras_py.base.ids import PolicyId, RuleId
 from kinitiras_py.engine.rules import origin
@@ -89,8 +91,16 @@ def oversell(count: Any = None) -> Obj:
     return entry if count is None else {**entry, "containerCount": count}
 
 
-def problems(entries: Any) -> list[tuple[str, str]]:
-    return [(e.path, e.reason) for e in origin.validate_origin(entries, P)]
+def problems(entries: list[Any]) -> list[tuple[str, str]]:
+    """What the policy check adds to the model's errors about ``entries`` (partial models, as
+    the compiler parses them)."""
+    models = [parse_into(OverrideRuleOrigin, entry, "", [], partial=True) for entry in entries]
+    return [(e.path, e.reason) for e in origin.validate_origin(models, entries, P)]
+
+
+def written_problems(entries: list[Any]) -> list[tuple[str, str]]:
+    """What is wrong with ``entries`` as written, each on its own (the check before applying one)."""
+    return [(e.path, e.reason) for i, entry in enumerate(entries) for e in origin.entry_problems(entry, f"{P}[{i}]")]
 
 
 # --------------------------------------------------------------- annotations, labels, nodeSelector
@@ -521,7 +531,6 @@ def test_valid_entries_apply() -> None:
 
 
 @pytest.mark.parametrize(("entries", "expected"), [
-    ("x", [(P, "must be a list")]),
     (["x", None], [(f"{P}[0]", "must be an object"), (f"{P}[1]", "must be an object")]),
     ([{}], [(f"{P}[0].type", f"required; supported values: {TYPES}"),
             (f"{P}[0].operation", "required; supported values: 'add', 'replace', 'remove'")]),
@@ -542,7 +551,7 @@ def test_valid_entries_apply() -> None:
      [(f"{P}[{i}].containerCount", "must be a non-negative integer") for i in range(3)]),
 ])
 def test_entry_shape_problems(entries: Any, expected: list[tuple[str, str]]) -> None:
-    assert problems(entries) == expected
+    assert written_problems(entries) == expected
 
 
 @pytest.mark.parametrize(("type_", "payload", "operation"), [
@@ -599,7 +608,7 @@ def test_missing_payload(type_: str, payload: str, operation: str) -> None:
 ])
 def test_payload_problems(type_: str, value: Any, expected: list[tuple[str, str]]) -> None:
     payload = "resourcesOversell" if type_ == "resourceOversell" else type_
-    assert problems([{"type": type_, "operation": "add", payload: value}]) == [
+    assert written_problems([{"type": type_, "operation": "add", payload: value}]) == [
         (f"{P}[0].{path}", reason) for path, reason in expected]
 
 
@@ -659,7 +668,11 @@ def conflict(i: int, other: str, j: int, count: int) -> tuple[str, str]:
     ([req(1), oversell(0), oversell(1), req(0)],
      [conflict(2, "resourceRequirements", 0, 1), conflict(3, "resourceOversell", 1, 0)]),
     ([req(0), req(0), oversell(1), oversell(1)], []),
-    ([req(True), oversell(1)], [(f"{P}[0].containerCount", "must be a non-negative integer")]),
+    # The model reports a count that is not an integer; the entry is left out of the conflicts.
+    ([req(True), oversell(0)], []), ([req("1"), oversell(0), req(0)], [conflict(2, "resourceOversell", 1, 0)]),
+    ([req(-1), oversell(-1)], [(f"{P}[0].containerCount", "must be a non-negative integer"),
+                               (f"{P}[1].containerCount", "must be a non-negative integer"),
+                               conflict(1, "resourceRequirements", 0, -1)]),
     ([{**req(), "resourceRequirements": {"limits": {"cpu": "x"}}}, oversell()],
      [(f"{P}[0].resourceRequirements.limits.cpu", "invalid quantity 'x'"),
       conflict(1, "resourceRequirements", 0, 0)]),
@@ -675,3 +688,15 @@ def test_sequential_apply_allows_what_validation_forbids() -> None:
     pod = run(a_pod({}), {**req(), "resourceRequirements": {"limits": {"memory": "1Gi"}}},
               {**oversell(), "resourcesOversell": {"limits": {"memory": "0.5"}}})
     assert pod["spec"]["containers"] == [{"resources": {"limits": {"memory": "512Mi"}}}]
+
+
+def test_the_check_reads_the_model_and_checks_payloads_as_written() -> None:
+    """Which fields an entry has comes from its model: a payload that failed the model is absent
+    there (the compiler leaves out the "required" this gives: the model's error is at that path),
+    and is not checked again as written; one the model holds is checked as written."""
+    wrong = {"type": "labels", "operation": "add", "labels": "a=b"}
+    assert written_problems([wrong]) == [(f"{P}[0].labels", "must be a map of strings")]
+    assert problems([wrong]) == [(f"{P}[0].labels", "required for type 'labels' with operation 'add'")]
+    bad_quantity = {**req(), "resourceRequirements": {"limits": {"cpu": "lots"}}}
+    assert problems([bad_quantity]) == [(f"{P}[0].resourceRequirements.limits.cpu", "invalid quantity 'lots'")]
+    assert problems([{"type": "labels", "operation": "add", "labels": {}}]) == []

@@ -471,3 +471,21 @@ volumes:
     assert decision.object["spec"]["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"]["audience"] == "m1"
     probe = decision.object["spec"]["containers"][2]["livenessProbe"]
     assert probe["httpGet"]["httpHeaders"] == [{"name": "X", "value": "web"}]
+
+
+@pytest.mark.parametrize("field", ["values", "valueRefs"])
+@pytest.mark.parametrize("written", [7, "", ["image"]])
+def test_a_template_whose_values_failed_their_model_is_not_rendered(field: str, written: Any) -> None:
+    """The model leaves such values out: rendering would report ``values.image`` missing instead."""
+    with pytest.raises(PolicyErrors) as caught:
+        compile_policy(policy(**{field: written}))
+    assert [e.path for e in caught.value.errors] == [f"{T}.sidecar.{field}"]
+
+
+def test_the_template_reads_maps_in_key_order() -> None:
+    """Inline and from a ConfigMap alike, whatever order the policy wrote them in."""
+    template = "annotations:\n{% for k in values %}  {{ k }}: x\n{% endfor %}"
+    sources = [compile_policy(policy(template=template, values=values)).rendered[0]
+               for values in ({"b": 1, "a": {"d": 1, "c": 2}}, {"a": {"c": 2, "d": 1}, "b": 1})]
+    assert sources[0] == sources[1]
+    assert sources[0].index('"a"') < sources[0].index('"b"')
