@@ -52,19 +52,22 @@ def key(fingerprint: bytes | None, obj: Obj, matches: Iterable[OverrideMatch]) -
         member = _MEMBER + orjson.dumps(meta["managedFields"])
     except orjson.JSONEncodeError:
         return None
-    fields, _, rest = fingerprint.partition(b"\0")  # the request's fields, the object's JSON, the old one's
-    body, _, old = rest.partition(b"\0")
-    at = body.find(member)
-    if at < 0 or body.find(member, at + 1) >= 0:  # found once: the metadata's own, not a look-alike
+    # The fingerprint: the request's fields, the object's JSON, the old object's, apart by NULs.
+    start = fingerprint.find(b"\0") + 1
+    stop = fingerprint.find(b"\0", start)
+    if start == 0 or stop < 0:
+        return None
+    at = fingerprint.find(member, start, stop)
+    if at < 0 or fingerprint.find(member, at + 1, stop) >= 0:  # found once: the metadata's own
         return None
     end = at + len(member)
     # The member and a comma beside it: what the object without the member writes.
-    if body[end:end + 1] == b",":
+    if fingerprint[end] == 44:  # ","
         end += 1
-    elif body[at - 1:at] == b",":
+    elif fingerprint[at - 1] == 44:
         at -= 1
     # A fourth part, its length: never equal to a fingerprint of three.
-    return b"%s\0%s%s\0%s\0%d" % (fields, body[:at], body[end:], old, len(member))
+    return b"".join((fingerprint[:at], fingerprint[end:], b"\0%d" % len(member)))
 
 
 @identity.by_identity(4096)  # compiled rules live as long as their policy's version
