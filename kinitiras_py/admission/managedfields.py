@@ -11,9 +11,10 @@ Nothing can depend on them when every matched rule consists of CEL programs only
 template, ``cue``, ``cel``; no plaintext, origin, sidecar, inject or script, no last-applied
 annotation) whose reads (:func:`.celreads.reaches`) and measured lengths
 (:attr:`.cost.Estimate.paths`) stay off the field, and when the rules write nowhere on the way to
-it, at it or below it (:func:`written`, checked after they ran: a mutation that did is not
-remembered under such a key). Fail closed: a program whose reads are unknown reads everything;
-a field that cannot be cut out of the object's JSON once and exactly keeps the usual key.
+it, at it or below it, nor copy, move or test there (:func:`reached`, checked after they ran: a
+mutation whose operations did is not remembered under such a key). Fail closed: a program whose
+reads are unknown reads everything; a field that cannot be cut out of the object's JSON once and
+exactly keeps the usual key.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def _blind(program: Program) -> bool:
     return True
 
 
-def written(paths: Iterable[tuple[str, ...]]) -> bool:
-    """Whether a change at any of ``paths`` (JSON pointer tokens) lies on the way to the field, at
-    it or below it."""
+def reached(paths: Iterable[tuple[str, ...]]) -> bool:
+    """Whether any of ``paths`` (JSON pointer tokens: where the rules' operations wrote or read)
+    lies on the way to the field, at it or below it."""
     return any(path[:len(FIELD)] == FIELD[:len(path)] for path in paths)

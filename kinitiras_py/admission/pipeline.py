@@ -260,9 +260,9 @@ class Pipeline:
                 mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
                                                  request, received, until, record.conversions)
         # Remembered when the rules met nothing the record cannot describe, and without managedFields
-        # only when no rule wrote on the way to them, at them or below.
+        # only when no rule's operations reached them (wrote or read on the way to them, at them or below).
         if memo is not None and record.cacheable and not (
-                memo[1] is not fingerprint and managedfields.written(record.conversions.written)):
+                memo[1] is not fingerprint and managedfields.reached(record.conversions.reached)):
             self.mutations.remember(memo, mutation)
         if record.alone and mutation.complete:
             mutation.stamp = generation

@@ -270,7 +270,14 @@ MANAGED_UNREAD = {"overriders": {"template": {"type": "labels", "operation": "ad
 MANAGED_WRITTEN = {"overriders": {"cel": '[{"op": "replace", "path": "/metadata/managedFields", "value": '
                                          + orjson.dumps(managed_fields(1)).decode() + "}]"}}
 """A rule writing them without reading them: a patch only when they differ from what it writes."""
-MANAGED_RULES = st.sampled_from([MANAGED_READ, MANAGED_UNREAD, MANAGED_WRITTEN])
+MANAGED_COPIED = {"overriders": {"cel": '[{"op": "copy", "from": "/metadata/managedFields/0/time", '
+                                        '"path": "/metadata/annotations/copied"}]'}}
+"""A rule whose operation reads them (its CEL does not)."""
+MANAGED_TESTED = {"overriders": {"cel": '[{"op": "test", "path": "/metadata/managedFields/0/time", '
+                                        '"value": "2026-11-27T14:00:01Z"}, '
+                                        '{"op": "add", "path": "/metadata/annotations/tested", "value": "yes"}]'}}
+"""A rule whose operations fail unless they hold one time (its CEL reads nothing)."""
+MANAGED_RULES = st.sampled_from([MANAGED_READ, MANAGED_UNREAD, MANAGED_WRITTEN, MANAGED_COPIED, MANAGED_TESTED])
 
 
 @given(rules=st.lists(st.one_of(MANAGED_RULES, RULE), min_size=1, max_size=3), pod=PODS,
@@ -279,6 +286,8 @@ MANAGED_RULES = st.sampled_from([MANAGED_READ, MANAGED_UNREAD, MANAGED_WRITTEN])
 @example([MANAGED_READ], STALE_COPY[2], [1, 2])
 @example([MANAGED_WRITTEN], STALE_COPY[2], [1, 2])
 @example([MANAGED_UNREAD, MANAGED_READ], STALE_COPY[2], [1, 2])
+@example([MANAGED_COPIED], STALE_COPY[2], [1, 2])
+@example([MANAGED_TESTED], STALE_COPY[2], [1, 2])
 def test_a_pod_differing_only_in_its_managed_fields_gets_the_answer_caches_off_give(
         rules: list[dict[str, Any]], pod: dict[str, Any], seconds: list[int]) -> None:
     handlers = handlers_for(rules, [])

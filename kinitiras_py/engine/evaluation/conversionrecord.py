@@ -53,7 +53,7 @@ class Projection:
 class ConversionRecord:
     """The conversions of one request's variables and the changes made since (see the module)."""
 
-    __slots__ = ("changes", "kept_count", "projections", "token", "undescribed", "written")
+    __slots__ = ("changes", "kept_count", "projections", "reached", "token", "undescribed")
 
     def __init__(self, undescribed: list[str] | None = None) -> None:
         """``undescribed``: the list of inputs the request's record cannot describe, shared (a
@@ -66,8 +66,8 @@ class ConversionRecord:
         self.changes: list[tuple[str, tuple[celreads.Path, ...]]] = []
         """Each change the conversions were carried across, in order: the variable and the paths
         (a rule's, and a rule's changes so far when a later program of the same rule runs)."""
-        self.written: list[tuple[str, ...]] = []
-        """Every path of the object a rule wrote at, in order (:meth:`wrote`)."""
+        self.reached: list[tuple[str, ...]] = []
+        """Every path of the object a rule's operations reached, in order (:meth:`reach`)."""
         self.kept_count = 0
         """How many times a conversion was kept across a change."""
         self.token = object()
@@ -80,10 +80,11 @@ class ConversionRecord:
         self.projections.append((reads, taken))
         return Projection(self.token, reads, data, taken)
 
-    def wrote(self, paths: list[tuple[str, ...]]) -> None:
-        """Note that a rule wrote into the object at ``paths``, whether or not that changed it (the
-        request's memory of mutations asks where the rules wrote)."""
-        self.written += paths
+    def reach(self, paths: list[tuple[str, ...]]) -> None:
+        """Note that a rule's operations reached the object at ``paths``: wrote there, whether or
+        not that changed it, or read there (a copy's or move's source, a test). The request's
+        memory of mutations asks where the rules' operations reached."""
+        self.reached += paths
 
     def kept(self, name: str, paths: list[tuple[str, ...]], held: Mapping[K, Projection]) -> dict[K, Projection]:
         """Note that variable ``name`` changed at ``paths``, and give those of the conversions

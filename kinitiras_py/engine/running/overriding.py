@@ -148,9 +148,9 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
         # rule reinvoked on its own output, an unchanged UPDATE), the object is kept, and with it
         # every conversion and projection later rules would otherwise make again.
         # Python's == is quick but takes 1, 1.0 and true for equal; same() tells them apart. Where
-        # it wrote is noted either way: another object may not have held what it wrote.
+        # its operations reached is noted either way: another object may not have held what it wrote.
         if trial is not None and trial.changed:
-            conversions.wrote(trial.touched)
+            conversions.reach(trial.touched + trial.sources)
         if trial is not None and trial.changed and (trial.doc != working or not patchlog.same(trial.doc, working)):
             mutation.applied.append(RuleId(pid, rule.index))
             if bound is not None and i < last:  # the last rule's result is not evaluated against
@@ -190,7 +190,7 @@ def _inject(rules: list[OverrideMatch], working: Obj, bound: Bindings, mutation:
         mutation.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
         mutation.ignored.append(failure)
     mutation.warnings += outcome.warnings
-    conversions.wrote(outcome.draft.touched)
+    conversions.reach(outcome.draft.touched + outcome.draft.sources)
     if outcome.denial is not None:
         policy, rule, reason = outcome.denial
         return RuleFailure(RuleId(PolicyId.of(policy), rule.index), reason, ignored=False), working

@@ -111,7 +111,7 @@ def test_reaches(read: tuple[celreads.Read, ...], path: celreads.Path, reaches: 
     assert celreads.reaches(None, "object", path) is True
 
 
-@pytest.mark.parametrize(("paths", "written"), [
+@pytest.mark.parametrize(("paths", "reached"), [
     ([("metadata", "labels", "a")], False),
     ([("spec", "containers", "0")], False),
     ([("metadata", "labels", "a"), ("metadata",)], True),
@@ -119,5 +119,5 @@ def test_reaches(read: tuple[celreads.Read, ...], path: celreads.Path, reaches: 
     ([("metadata", "managedFields")], True),
     ([("metadata", "managedFields", "0", "time")], True),
 ])
-def test_written(paths: list[tuple[str, ...]], written: bool) -> None:
-    assert managedfields.written(paths) is written
+def test_reached(paths: list[tuple[str, ...]], reached: bool) -> None:
+    assert managedfields.reached(paths) is reached

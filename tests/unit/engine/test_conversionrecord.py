@@ -89,8 +89,12 @@ def test_every_rule_s_writes_are_noted_even_those_that_leave_the_object_as_it_wa
         "apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy", "metadata": {"name": "p"},
         "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}], "overrideRules": [
             {"overriders": {"plaintext": [{"op": "replace", "path": "/metadata/labels/app", "value": "web"}]}},
-            {"overriders": {"plaintext": [{"op": "add", "path": "/spec/selector/zone", "value": "eu"}]}}]}})
+            {"overriders": {"plaintext": [{"op": "add", "path": "/spec/selector/zone", "value": "eu"}]}},
+            {"overriders": {"cel": '[{"op": "test", "path": "/metadata/name", "value": "w1"}, '
+                                   '{"op": "copy", "from": "/metadata/labels/app", "path": "/spec/app"}]'}}]}})
     record = ConversionRecord()
     mutation = overriding.mutate([(policy, rule) for rule in policy.rules], WIDGET, {}, conversions=record)
-    assert [a[1] for a in mutation.applied] == [1]  # the first rule changed nothing
-    assert record.written == [("metadata", "labels", "app"), ("spec", "selector", "zone")]
+    assert [a[1] for a in mutation.applied] == [1, 2]  # the first rule changed nothing
+    # Where the operations wrote, and where a test and a copy read.
+    assert record.reached == [("metadata", "labels", "app"), ("spec", "selector", "zone"), ("spec", "app"),
+                              ("metadata", "name"), ("metadata", "labels", "app")]
