@@ -71,7 +71,6 @@ def key(fingerprint: bytes | None, obj: Obj, matches: Iterable[OverrideMatch]) -
     return b"".join((fingerprint[:at], fingerprint[end:], b"\0%d" % len(member)))
 
 
-@identity.by_identity(4096)  # compiled rules live as long as their policy's version
 def unread(rule: CompiledOverrideRule) -> bool:
     """Whether nothing ``rule`` does before it writes can depend on the object's managedFields."""
     if rule.last_applied or not rule.overriders:
@@ -79,6 +78,7 @@ def unread(rule: CompiledOverrideRule) -> bool:
     return all(isinstance(part, _PROGRAMS) and _blind(part.program) for part in rule.overriders)
 
 
+@identity.by_identity(4096)  # programs are compiled once per text and kept (cel.compile_program)
 def _blind(program: Program) -> bool:
     """Whether ``program`` neither reads the field nor measures a length it changes."""
     if celreads.reaches(program.reads, "object", FIELD):
