@@ -21,7 +21,8 @@ object for the few that recur cost more than their rules' operations). Used from
 
 There is no memory of the process: each :class:`kinitiras_py.Engine` owns one and hands it to
 its :class:`~.pipeline.Pipeline`. The pipeline derives an entry's key from the record of what the
-mutation read (:meth:`.readrecord.ReadRecord.key`).
+mutation read (:meth:`.readrecord.ReadRecord.key`), with the object's managedFields left out
+where no matched rule reads them (:mod:`.managedfields`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from kinitiras_py.admission import mutationmemo, sidecars
+from kinitiras_py.admission import managedfields, mutationmemo, sidecars
 from kinitiras_py.admission.readrecord import ReadRecord
 from kinitiras_py.base.ids import PolicyId, RuleId
 from kinitiras_py.base.typedefs import JSON, Obj, Patch
@@ -244,6 +244,10 @@ class Pipeline:
                             javascript=bool(features & selection.JAVASCRIPT))
         memo = record.key(fingerprint, matches) if self.mutations.enabled else None
         if memo is not None:
+            # Without the object's managedFields where no matched rule reads them (their times change).
+            unmanaged = managedfields.key(fingerprint, obj, matches)
+            if unmanaged is not None:
+                memo = (memo[0], unmanaged)
             recalled = self.mutations.recall(memo, obj, time.perf_counter() - started)
             if recalled is not None:
                 recalled.stamp = generation if record.alone else None
@@ -255,7 +259,10 @@ class Pipeline:
             with celmemo.using(None):  # fail closed: an input the record cannot describe
                 mutation = await self._run_rules(matches, obj, variables, params, errors, programs, features,
                                                  request, received, until, record.conversions)
-        if memo is not None and record.cacheable:  # the rules met nothing the record cannot describe
+        # Remembered when the rules met nothing the record cannot describe, and without managedFields
+        # only when no rule's operations reached them (wrote or read on the way to them, at them or below).
+        if memo is not None and record.cacheable and not (
+                memo[1] is not fingerprint and managedfields.reached(record.conversions.reached)):
             self.mutations.remember(memo, mutation)
         if record.alone and mutation.complete:
             mutation.stamp = generation

@@ -251,3 +251,51 @@ def test_an_input_the_record_cannot_describe_turns_every_cache_off(rules: list[d
     # rules a request matches: that depends on the request and the index alone).
     assert (engine.answers.hits, engine.mutations.hits, engine.cel_results.hits) == (0, 0, 0)
     assert (len(engine.answers), len(engine.cel_results)) == (0, 0)
+
+
+def managed_fields(second: int) -> list[dict[str, Any]]:
+    """managedFields as the API server writes them, stamped at ``second`` (two digits: every stamp
+    has the same length, so only the stamp tells two of them apart)."""
+    return [{"manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+             "time": f"2026-11-27T14:00:{second:02d}Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:labels": {".": {}}}}}]
+
+
+MANAGED_READ = {"overriders": {"cel": '[{"op": "add", "path": "/metadata/annotations/mf", '
+                                      '"value": object.metadata.managedFields[0].time}]'}}
+"""A rule reading the managedFields: the memory must keep them in its key."""
+MANAGED_UNREAD = {"overriders": {"template": {"type": "labels", "operation": "add", "path": "app",
+                                              "value": {"string": "web"}}}}
+"""A rule that reads none of them: the memory may leave them out of its key."""
+MANAGED_WRITTEN = {"overriders": {"cel": '[{"op": "replace", "path": "/metadata/managedFields", "value": '
+                                         + orjson.dumps(managed_fields(1)).decode() + "}]"}}
+"""A rule writing them without reading them: a patch only when they differ from what it writes."""
+MANAGED_COPIED = {"overriders": {"cel": '[{"op": "copy", "from": "/metadata/managedFields/0/time", '
+                                        '"path": "/metadata/annotations/copied"}]'}}
+"""A rule whose operation reads them (its CEL does not)."""
+MANAGED_TESTED = {"overriders": {"cel": '[{"op": "test", "path": "/metadata/managedFields/0/time", '
+                                        '"value": "2026-11-27T14:00:01Z"}, '
+                                        '{"op": "add", "path": "/metadata/annotations/tested", "value": "yes"}]'}}
+"""A rule whose operations fail unless they hold one time (its CEL reads nothing)."""
+MANAGED_RULES = st.sampled_from([MANAGED_READ, MANAGED_UNREAD, MANAGED_WRITTEN, MANAGED_COPIED, MANAGED_TESTED])
+
+
+@given(rules=st.lists(st.one_of(MANAGED_RULES, RULE), min_size=1, max_size=3), pod=PODS,
+       seconds=st.lists(st.integers(0, 59), min_size=2, max_size=3))
+@example([MANAGED_UNREAD], STALE_COPY[2], [1, 2])
+@example([MANAGED_READ], STALE_COPY[2], [1, 2])
+@example([MANAGED_WRITTEN], STALE_COPY[2], [1, 2])
+@example([MANAGED_UNREAD, MANAGED_READ], STALE_COPY[2], [1, 2])
+@example([MANAGED_COPIED], STALE_COPY[2], [1, 2])
+@example([MANAGED_TESTED], STALE_COPY[2], [1, 2])
+def test_a_pod_differing_only_in_its_managed_fields_gets_the_answer_caches_off_give(
+        rules: list[dict[str, Any]], pod: dict[str, Any], seconds: list[int]) -> None:
+    handlers = handlers_for(rules, [])
+    engine = handlers.engine
+    pods = [{**pod, "metadata": {**pod["metadata"], "managedFields": managed_fields(s)}} for s in seconds]
+    on = [unnamed(answer(handlers, body(f"u-{i}", request(p))), f"u-{i}") for i, p in enumerate(pods)]
+    if rules == [MANAGED_UNREAD] and len(set(seconds)) == len(seconds):  # each Pod after the first: recalled
+        assert engine.mutations.hits == len(seconds) - 1
+    with caches_off(engine):
+        off = [unnamed(answer(handlers, body(f"o-{i}", request(p))), f"o-{i}") for i, p in enumerate(pods)]
+    assert on == off

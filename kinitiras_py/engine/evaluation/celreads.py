@@ -333,6 +333,22 @@ def _take(value: Any, node: _Node, taken: dict[int, tuple[Path, bool]]) -> Any:
     return out
 
 
+def reaches(reads: Reads | None, name: str, path: Path) -> bool:
+    """Whether a program reading ``reads`` may depend on what lies at ``path`` in the variable
+    ``name``: it reads there or below, or on the way there reads more than a value's kind (a
+    map's size or keys, or all of it). None reads everything."""
+    if reads is None:
+        return True
+    for variable, found in reads:
+        if variable != name:
+            continue
+        for read, how in found:
+            if all(r in (ANY, p) for r, p in zip(read, path, strict=False)) and (
+                    len(read) >= len(path) or how != "kind"):
+                return True
+    return False
+
+
 def touches(taken: Taken, changed: list[tuple[str, ...]]) -> bool:
     """Whether a change at any of ``changed`` may change a projection that depends on ``taken``."""
     for change in changed:

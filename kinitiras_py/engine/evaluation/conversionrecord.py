@@ -53,7 +53,7 @@ class Projection:
 class ConversionRecord:
     """The conversions of one request's variables and the changes made since (see the module)."""
 
-    __slots__ = ("changes", "kept_count", "projections", "token", "undescribed")
+    __slots__ = ("changes", "kept_count", "projections", "reached", "token", "undescribed")
 
     def __init__(self, undescribed: list[str] | None = None) -> None:
         """``undescribed``: the list of inputs the request's record cannot describe, shared (a
@@ -66,6 +66,8 @@ class ConversionRecord:
         self.changes: list[tuple[str, tuple[celreads.Path, ...]]] = []
         """Each change the conversions were carried across, in order: the variable and the paths
         (a rule's, and a rule's changes so far when a later program of the same rule runs)."""
+        self.reached: list[tuple[str, ...]] = []
+        """Every path of the object a rule's operations reached, in order (:meth:`reach`)."""
         self.kept_count = 0
         """How many times a conversion was kept across a change."""
         self.token = object()
@@ -77,6 +79,12 @@ class ConversionRecord:
         ``taken``."""
         self.projections.append((reads, taken))
         return Projection(self.token, reads, data, taken)
+
+    def reach(self, paths: list[tuple[str, ...]]) -> None:
+        """Note that a rule's operations reached the object at ``paths``: wrote there, whether or
+        not that changed it, or read there (a copy's or move's source, a test). The request's
+        memory of mutations asks where the rules' operations reached."""
+        self.reached += paths
 
     def kept(self, name: str, paths: list[tuple[str, ...]], held: Mapping[K, Projection]) -> dict[K, Projection]:
         """Note that variable ``name`` changed at ``paths``, and give those of the conversions

@@ -57,7 +57,7 @@ _Trie = dict[str, Any]
 class Draft:
     """One rule's changes over a document it must not modify: copy-on-write, paths noted."""
 
-    __slots__ = ("_owned", "base", "doc", "touched")
+    __slots__ = ("_owned", "base", "doc", "sources", "touched")
 
     def __init__(self, base: JSON) -> None:
         self.base = base
@@ -65,6 +65,9 @@ class Draft:
         """The document with the changes so far; ``base`` itself until the first change."""
         self.touched: list[tuple[str, ...]] = []
         """Where the changes were made, in order (see the module docstring)."""
+        self.sources: list[tuple[str, ...]] = []
+        """Where operations read the document besides where they changed it: the source of a copy
+        or move, the path of a test (the root when the pointer cannot be read)."""
         # Containers this draft copied, by id, kept alive so that no id is reused meanwhile:
         # only these may be changed in place.
         self._owned: dict[int, JSON] = {}
@@ -85,11 +88,24 @@ class Draft:
             return self.doc
         for i, op in enumerate(ops):
             if not self._set(op):
+                self._note_source(op)
                 try:
                     self.doc = patching.apply_ops_in_place(self.doc, [op], self._before)
                 except PatchError as e:  # numbered as in ``ops``
                     raise PatchError(e.reason, i, e.path) from None
         return self.doc
+
+    def _note_source(self, op: object) -> None:
+        """Note where ``op`` reads the document, if it is a copy, a move or a test."""
+        if type(op) is not dict or op.get("op") not in ("copy", "move", "test"):
+            return
+        where = op.get("path" if op["op"] == "test" else "from")
+        tokens: list[str] | None = None
+        if isinstance(where, str) and where[:1] == "/":
+            tokens = where[1:].split("/")
+            if "~" in where:
+                tokens = patching.unescape(where, tokens)
+        self.sources.append(() if tokens is None else tuple(tokens))
 
     def _set(self, op: object) -> bool:
         """The common operation at C-ish speed: an ``add`` or ``replace`` of a member of an

@@ -106,7 +106,7 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
             if injects:  # every inject rule runs at the place of the first one, together
                 if bound is None:
                     bound = _bindings(variables, working, measured, conversions)
-                refused, injected = _inject(injects, working, bound, mutation, log)
+                refused, injected = _inject(injects, working, bound, mutation, log, conversions)
                 if refused is not None:
                     return Mutation(object=obj, failure=refused, warnings=mutation.warnings,
                                     ignored=mutation.ignored, timings=mutation.timings)
@@ -147,7 +147,10 @@ def mutate(matches: Iterable[OverrideMatch], obj: Obj, variables: dict[str, Any]
         # The rule's operations hold (they all succeeded). When they leave the object as it was (a
         # rule reinvoked on its own output, an unchanged UPDATE), the object is kept, and with it
         # every conversion and projection later rules would otherwise make again.
-        # Python's == is quick but takes 1, 1.0 and true for equal; same() tells them apart.
+        # Python's == is quick but takes 1, 1.0 and true for equal; same() tells them apart. Where
+        # its operations reached is noted either way: another object may not have held what it wrote.
+        if trial is not None and trial.changed:
+            conversions.reach(trial.touched + trial.sources)
         if trial is not None and trial.changed and (trial.doc != working or not patchlog.same(trial.doc, working)):
             mutation.applied.append(RuleId(pid, rule.index))
             if bound is not None and i < last:  # the last rule's result is not evaluated against
@@ -166,10 +169,10 @@ def _bindings(variables: dict[str, Any], working: Obj, measured: Mapping[str, tu
 
 
 def _inject(rules: list[OverrideMatch], working: Obj, bound: Bindings, mutation: Mutation,
-            log: patchlog.PatchLog) -> tuple[RuleFailure | None, Obj]:
+            log: patchlog.PatchLog, conversions: ConversionRecord) -> tuple[RuleFailure | None, Obj]:
     """Run the inject rules together (:mod:`.injection`), recording warnings, timings and applied
-    rules in ``mutation`` and the changes in ``log``. Returns the failure that denies the request, if
-    any, and the object with the injections."""
+    rules in ``mutation`` and the changes in ``log`` and ``conversions``. Returns the failure that
+    denies the request, if any, and the object with the injections."""
     started = time.perf_counter()
     try:
         outcome = injection.combine(rules, working, bound)
@@ -187,6 +190,7 @@ def _inject(rules: list[OverrideMatch], working: Obj, bound: Bindings, mutation:
         mutation.warnings.append(f"{failure} (failurePolicy Ignore: rule skipped)")
         mutation.ignored.append(failure)
     mutation.warnings += outcome.warnings
+    conversions.reach(outcome.draft.touched + outcome.draft.sources)
     if outcome.denial is not None:
         policy, rule, reason = outcome.denial
         return RuleFailure(RuleId(PolicyId.of(policy), rule.index), reason, ignored=False), working

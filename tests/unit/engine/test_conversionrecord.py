@@ -8,6 +8,8 @@ from typing import Any
 from kinitiras_py.engine.evaluation import cel
 from kinitiras_py.engine.evaluation.celbindings import Bindings
 from kinitiras_py.engine.evaluation.conversionrecord import ConversionRecord
+from kinitiras_py.engine.policies.compiling import compile_policy
+from kinitiras_py.engine.running import overriding
 
 ZONE = cel.compile_program('object.spec.selector[?("zone-" + object.metadata.name)].orValue("none")')
 LABELS = cel.compile_program('object.metadata.labels[?"app"].orValue("-")')
@@ -80,3 +82,19 @@ def test_a_program_that_may_read_anything_is_never_kept_across_a_change() -> Non
     everything = bound.activation(None)  # reads None: every variable, whole
     later = bound.changed("object", ZONED, [("metadata", "annotations", "x")])
     assert later.activation(None) is not everything and record.kept_count == 0
+
+
+def test_every_rule_s_writes_are_noted_even_those_that_leave_the_object_as_it_was() -> None:
+    policy = compile_policy({
+        "apiVersion": "policy.kcloudlabs.io/v1alpha1", "kind": "ClusterOverridePolicy", "metadata": {"name": "p"},
+        "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}], "overrideRules": [
+            {"overriders": {"plaintext": [{"op": "replace", "path": "/metadata/labels/app", "value": "web"}]}},
+            {"overriders": {"plaintext": [{"op": "add", "path": "/spec/selector/zone", "value": "eu"}]}},
+            {"overriders": {"cel": '[{"op": "test", "path": "/metadata/name", "value": "w1"}, '
+                                   '{"op": "copy", "from": "/metadata/labels/app", "path": "/spec/app"}]'}}]}})
+    record = ConversionRecord()
+    mutation = overriding.mutate([(policy, rule) for rule in policy.rules], WIDGET, {}, conversions=record)
+    assert [a[1] for a in mutation.applied] == [1, 2]  # the first rule changed nothing
+    # Where the operations wrote, and where a test and a copy read.
+    assert record.reached == [("metadata", "labels", "app"), ("spec", "selector", "zone"), ("spec", "app"),
+                              ("metadata", "name"), ("metadata", "labels", "app")]
