@@ -38,7 +38,7 @@ from kinitiras_py.base.typedefs import JSON, Obj
 from kinitiras_py.refs import outbound
 from kinitiras_py.refs.durations import parse_duration
 from kinitiras_py.refs.egress import Egress
-from kinitiras_py.refs.httpblock import Request, prepare
+from kinitiras_py.refs.httpblock import HttpCall, prepare
 from kinitiras_py.refs.store import Store
 from kinitiras_py.refs.tokens import Credentials, TokenCache, stored_token
 
@@ -168,7 +168,7 @@ class AiohttpClient:
                 message = f"{where}: {message}"
         raise LookupError(redact(message, secrets))
 
-    async def _attempt(self, req: Request, auth: _Auth | None, namespaced: bool) -> _Answer:
+    async def _attempt(self, req: HttpCall, auth: _Auth | None, namespaced: bool) -> _Answer:
         """Send ``req`` once (with ``auth``'s bearer token), following redirects on the same host
         that the egress setting allows, and read the answer within the size limit."""
         headers = dict(req.headers)
@@ -186,7 +186,7 @@ class AiohttpClient:
                                                       "seconds": round(time.monotonic() - started, 3)})
         return answer
 
-    async def _credentials(self, req: Request, secrets: list[str], namespaced: bool) -> _Auth | None:
+    async def _credentials(self, req: HttpCall, secrets: list[str], namespaced: bool) -> _Auth | None:
         """The bearer token for ``req``: ``staticToken``, else the Secret's ``token``, else one from
         ``authUrl`` (username and password inline or from the Secret; the URL held to the egress
         setting like the request's), else a non-expired ``auth.token``. Every secret value found is
@@ -314,13 +314,13 @@ def _basic(username: JSON, password: JSON) -> str:
     return base64.b64encode(f"{username or ''}:{password or ''}".encode()).decode()
 
 
-def _cache_key(req: Request) -> tuple[object, ...]:
+def _cache_key(req: HttpCall) -> tuple[object, ...]:
     """Identical requests: method, URL with query, headers, body and (a digest of) the auth block."""
     auth = hashlib.sha256(orjson.dumps(req.auth, option=orjson.OPT_SORT_KEYS)).hexdigest() if req.auth else ""
     return req.method, str(req.url), tuple(sorted(req.headers.items())), req.body, auth
 
 
-def _result(req: Request, answer: _Answer) -> Obj:
+def _result(req: HttpCall, answer: _Answer) -> Obj:
     """``{"body", "header"}`` for a 2xx answer with a JSON object or array; LookupError otherwise."""
     if not 200 <= answer.status < 300:
         raise LookupError(f"{req.method} {req.shown} answered {answer.status} {answer.reason}: "

@@ -21,7 +21,7 @@ MAX_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
-class Request:
+class HttpCall:
     """A checked ``http`` block: the request to send (``shown``: the URL without user info, for messages)."""
 
     method: str
@@ -33,7 +33,7 @@ class Request:
     auth: Obj | None
 
 
-def prepare(spec: Obj, default_timeout: float) -> Request:
+def prepare(spec: Obj, default_timeout: float) -> HttpCall:
     """Validate the ``http`` block; raise LookupError naming the bad field."""
     url_text = spec.get("url")
     if not isinstance(url_text, str) or not url_text:
@@ -72,7 +72,7 @@ def prepare(spec: Obj, default_timeout: float) -> Request:
     auth = spec.get("auth")
     if auth is not None and not isinstance(auth, dict):
         raise LookupError("auth must be a map")
-    return Request(method, url, shown, headers, body, float(timeout), auth or None)
+    return HttpCall(method, url, shown, headers, body, float(timeout), auth or None)
 
 
 def _scalar(field: str, key: object, value: JSON) -> str:
