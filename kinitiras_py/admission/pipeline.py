@@ -243,6 +243,7 @@ class Pipeline:
         record = ReadRecord(generation, features, variables["namespaceObject"], params, shared, programs, errors,
                             javascript=bool(features & selection.JAVASCRIPT))
         memo = record.key(fingerprint, matches) if self.mutations.enabled else None
+        unmanaged = None
         if memo is not None:
             # Without the object's managedFields where no matched rule reads them (their times change).
             unmanaged = managedfields.key(fingerprint, obj, matches)
@@ -262,7 +263,7 @@ class Pipeline:
         # Remembered when the rules met nothing the record cannot describe, and without managedFields
         # only when no rule's operations reached them (wrote or read on the way to them, at them or below).
         if memo is not None and record.cacheable and not (
-                memo[1] is not fingerprint and managedfields.reached(record.conversions.reached)):
+                unmanaged is not None and managedfields.reached(record.conversions.reached)):
             self.mutations.remember(memo, mutation)
         if record.alone and mutation.complete:
             mutation.stamp = generation
