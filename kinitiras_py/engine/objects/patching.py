@@ -71,6 +71,15 @@ def _split(path: object) -> list[str]:
     return unescaped
 
 
+def pointer_tokens(path: object) -> list[str] | None:
+    """The unescaped tokens of ``path``, a JSON pointer below the root; None for anything else
+    (not a string, the root ``""``, no leading ``/``, an escape RFC 6901 does not define)."""
+    if type(path) is not str or path[:1] != "/":
+        return None
+    tokens = path[1:].split("/")
+    return tokens if "~" not in path else unescape(path, tokens)
+
+
 def unescape(path: str, tokens: list[str]) -> list[str] | None:
     """``tokens``, the split of ``path``, unescaped; None when ``path`` holds an escape RFC 6901
     does not define (``~`` must be followed by 0 or 1)."""

@@ -99,12 +99,7 @@ class Draft:
         """Note where ``op`` reads the document, if it is a copy, a move or a test."""
         if type(op) is not dict or op.get("op") not in ("copy", "move", "test"):
             return
-        where = op.get("path" if op["op"] == "test" else "from")
-        tokens: list[str] | None = None
-        if isinstance(where, str) and where[:1] == "/":
-            tokens = where[1:].split("/")
-            if "~" in where:
-                tokens = patching.unescape(where, tokens)
+        tokens = patching.pointer_tokens(op.get("path" if op["op"] == "test" else "from"))
         self.sources.append(() if tokens is None else tuple(tokens))
 
     def _set(self, op: object) -> bool:
@@ -116,15 +111,11 @@ class Draft:
         if type(op) is not dict or len(op) != 3 or "value" not in op:
             return False
         kind = op.get("op")
-        path = op.get("path")
-        if (kind != "add" and kind != "replace") or type(path) is not str or path[:1] != "/":
+        if kind != "add" and kind != "replace":
             return False
-        tokens = path[1:].split("/")
-        if "~" in path:
-            unescaped = patching.unescape(path, tokens)
-            if unescaped is None:
-                return False
-            tokens = unescaped
+        tokens = patching.pointer_tokens(op.get("path"))
+        if tokens is None:
+            return False
         doc = self.doc
         value = op["value"]
         if type(value) is dict or type(value) is list:
