@@ -46,6 +46,19 @@ class Stopped:
     err: str
     children: dict[int, str]
 
+    def left_running(self, grace: float = 10.0) -> dict[int, str]:
+        """The children still running ``grace`` seconds after the command ended (none: at once).
+
+        multiprocessing's resource tracker ignores SIGTERM and SIGINT and ends only when the
+        last holder of its pipe has exited, a moment after the command itself on a loaded
+        machine: a child is left running only if it outlives that grace."""
+        deadline = time.monotonic() + grace
+        while True:
+            running = {pid: line for pid, line in self.children.items() if processes.alive(pid)}
+            if not running or time.monotonic() >= deadline:
+                return running
+            time.sleep(0.1)
+
 
 def stop_when(args: list[str], tmp: Path, ready: Callable[[dict[int, str], str], bool], sig: signal.Signals,
               timeout: float, group: bool = False) -> Stopped:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from kinitiras_py.dev import processes
 from tests.stopping import stop_when
 
 pytestmark = pytest.mark.cluster
@@ -32,5 +31,5 @@ def test_a_terminated_e2e_bench_stops_its_control_plane_and_removes_its_director
     assert stopped.code == 143, stopped.err
     assert stopped.err.strip().endswith("kinitiras-py bench: stopped by SIGTERM"), stopped.err
     assert "Traceback" not in stopped.err
-    assert not {pid: line for pid, line in stopped.children.items() if processes.alive(pid)}
+    assert stopped.left_running() == {}
     assert list(temp.iterdir()) == []

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from kinitiras_py.cli import interrupts
-from kinitiras_py.dev import processes
 from tests.stopping import stop_when
 
 
@@ -36,7 +35,7 @@ def test_a_stopped_benchmark_stops_its_server_and_removes_its_files(sig: signal.
     assert stopped.code == code, stopped.err
     assert stopped.err.strip().endswith(f"kinitiras-py bench: stopped by {sig.name}"), stopped.err
     assert "Traceback" not in stopped.err
-    assert not [pid for pid in stopped.children if processes.alive(pid)], stopped.children
+    assert stopped.left_running() == {}
     assert list(temp.iterdir()) == []
 
 
