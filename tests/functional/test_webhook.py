@@ -248,7 +248,7 @@ async def test_the_deadline_in_force_is_the_handlers_own_even_when_changed(aioht
         "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}]}}
     started = time.monotonic()
     _status, doc = await post(client, "/mutate", review("CREATE", secret))
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # the deadline it was made with is 30 s
     assert doc["response"]["status"]["message"] == "kinitiras-py did not finish within its 0.2 s deadline"
 
 

@@ -238,7 +238,7 @@ def test_the_request_deadline_bounds_every_script() -> None:
     started = time.monotonic()
     with jsrules.request_deadline(0.05):
         m = run(policy)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 1.5  # the script's own limit is 2 s
     assert m.failure is not None and "limit" in m.failure.reason
     echo = override("function jsa_mutate(obj) { return {Result: obj} }")  # loading, too, is bounded by a deadline
     with jsrules.request_deadline(-1):

@@ -257,7 +257,7 @@ async def test_timeout(server: TestServer) -> None:
         started = time.monotonic()
         with pytest.raises(LookupError, match=r"GET http://127\.0\.0\.1:\d+/slow\?s=3: no answer within 0\.3 s"):
             await client.fetch({"url": url(server, "/slow"), "params": {"s": "3"}}, False)
-        assert time.monotonic() - started < 0.3 + 0.5
+        assert time.monotonic() - started < 2.0  # the server answers after 3 s
 
 
 async def test_per_reference_timeout_overrides_the_default(server: TestServer) -> None:
@@ -268,7 +268,7 @@ async def test_per_reference_timeout_overrides_the_default(server: TestServer) -
         started = time.monotonic()
         with pytest.raises(LookupError, match=r"no answer within 0\.2 s"):
             await client.fetch({"url": url(server, "/slow?s=3"), "timeoutSeconds": 0.2}, False)
-        assert time.monotonic() - started < 0.7
+        assert time.monotonic() - started < 2.0  # the server answers after 3 s
 
 
 @pytest.mark.parametrize("value", [0, -1, "1", True, 31, float("nan")])
@@ -423,7 +423,7 @@ async def test_token_endpoint_timeout_counts_against_the_reference(server: TestS
         started = time.monotonic()
         with pytest.raises(LookupError, match=r"/protected: no answer within 0\.3 s while getting its bearer token"):
             await client.fetch(auth_spec(server), False)
-        assert time.monotonic() - started < 0.8
+        assert time.monotonic() - started < 2.0  # the token endpoint answers after 3 s
 
 
 async def test_wrong_password_and_missing_username(server: TestServer, client: AiohttpClient) -> None:
