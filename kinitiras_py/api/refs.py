@@ -10,11 +10,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from yarl import URL
-
 from kinitiras_py.api.core import Timestamp
 from kinitiras_py.api.schema import Check, Model, OneOf, Pattern, prop
 from kinitiras_py.api.selectors import ResourceSelector
+from kinitiras_py.base.urls import parse_url
 
 REF_SOURCES = ("current", "old", "k8s", "owner", "http")
 HTTP_METHODS = ("GET", "POST")
@@ -28,7 +27,7 @@ def url_problem(text: str) -> str | None:
     """Why ``text`` cannot be called (it must be an absolute http or https URL), or None.
     ``{{path}}`` placeholders count as text; the filled URL is checked again on each request."""
     try:
-        url = URL(_PLACEHOLDER.sub("placeholder", text))
+        url = parse_url(_PLACEHOLDER.sub("placeholder", text))
     except (ValueError, TypeError) as e:
         return f"{text!r} is not a URL: {e}"
     if url.scheme not in ("http", "https") or not url.host:

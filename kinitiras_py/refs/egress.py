@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from yarl import URL
 
 from kinitiras_py.base.errors import KinitirasError
+from kinitiras_py.base.urls import parse_url
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -110,7 +111,7 @@ def target(url: URL | str) -> Target:
     """``url`` parsed and normalized; EgressRefused when it is not an absolute http or https URL
     that can be compared safely."""
     try:
-        parsed = url if isinstance(url, URL) else URL(url)
+        parsed = url if isinstance(url, URL) else parse_url(url)
     except (TypeError, ValueError) as e:
         raise EgressRefused(f"{url!r} is not a valid URL: {e}") from None
     if parsed.scheme not in ("http", "https") or not parsed.raw_host:
@@ -166,7 +167,7 @@ class AllowEntry:
     def parse(cls, text: str) -> AllowEntry:
         """The entry ``text`` names; ValueError saying what is wrong with it."""
         try:
-            url = URL(text)
+            url = parse_url(text)
         except (TypeError, ValueError) as e:
             raise ValueError(f"{text!r} is not a URL: {e}") from None
         if url.user is not None or url.password is not None or url.query_string or url.fragment:
@@ -238,7 +239,7 @@ def _host(found: Target) -> str:
 def _shown(url: URL | str) -> str:
     """``url`` for messages, without user info (which may hold a password)."""
     try:
-        parsed = url if isinstance(url, URL) else URL(url)
+        parsed = url if isinstance(url, URL) else parse_url(url)
         return (str(parsed.with_user(None)) if parsed.absolute else str(parsed)) or repr(str(url))
     except (TypeError, ValueError):
         return repr(url)

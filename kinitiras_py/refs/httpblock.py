@@ -15,6 +15,7 @@ import orjson
 from yarl import URL
 
 from kinitiras_py.base.typedefs import JSON, Obj
+from kinitiras_py.base.urls import parse_url
 
 MAX_TIMEOUT = 30.0
 """Upper bound for ``timeoutSeconds`` (an admission webhook call cannot take longer)."""
@@ -39,7 +40,7 @@ def prepare(spec: Obj, default_timeout: float) -> HttpCall:
     if not isinstance(url_text, str) or not url_text:
         raise LookupError("url is required")
     try:
-        url = URL(url_text)
+        url = parse_url(url_text)
     except (ValueError, TypeError):
         raise LookupError(f"url {url_text!r} is not a valid URL") from None
     if url.scheme not in ("http", "https") or not url.host:

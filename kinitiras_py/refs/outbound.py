@@ -24,6 +24,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from kinitiras_py.base.errors import KinitirasError
+from kinitiras_py.base.urls import parse_url
 from kinitiras_py.refs.egress import Egress, IPAddress
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ async def following(http: aiohttp.ClientSession, method: str, url: URL, *, heade
 def _next_hop(current: URL, location: str) -> URL:
     """Where a redirect from ``current`` to ``location`` leads; LookupError when another host."""
     try:
-        hop = current.join(URL(location)).with_fragment(None)
+        hop = current.join(parse_url(location)).with_fragment(None)
     except (TypeError, ValueError):
         raise LookupError(f"redirected to {location!r}, which is not a URL") from None
     if _origin(hop) != _origin(current):
@@ -136,7 +137,7 @@ def _origin(url: URL) -> tuple[str, str, int | None]:
 
 async def addresses(url: str) -> list[IPAddress]:
     """Every IP address the host of ``url`` stands for (none, logged, when it cannot be resolved)."""
-    host = URL(url).raw_host or ""
+    host = parse_url(url).raw_host or ""
     try:
         return [ipaddress.ip_address(host)]
     except ValueError:

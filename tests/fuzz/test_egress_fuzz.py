@@ -34,7 +34,7 @@ from urllib.parse import unquote
 
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kinitiras_py.admission.pipeline import Pipeline, Request
@@ -226,6 +226,7 @@ URLISH = st.one_of(st.text(max_size=60), st.builds(
 
 
 @given(text=URLISH, namespaced=st.booleans())
+@example(text="http://[]@", namespaced=False)  # yarl raised IndexError
 def test_any_prefix_or_url_text_gets_an_answer_not_a_crash(text: str, namespaced: bool) -> None:
     # --http-allow values and filled URLs are user input: a refusal or a target, nothing else.
     try:
