@@ -71,12 +71,10 @@ class _Timed:
         return getattr(self._expression, name)
 
 
-def time_programs() -> int:
-    """Time the evaluations of every compiled program from now on; returns how many there are."""
-    programs = [o for o in gc.get_objects() if isinstance(o, cel.Program)]
-    for program in programs:
+def time_programs() -> None:
+    """Time the evaluations of every compiled program from now on."""
+    for program in [o for o in gc.get_objects() if isinstance(o, cel.Program)]:
         object.__setattr__(program, "_expression", _Timed(program._expression))
-    return len(programs)
 
 
 async def run(handlers: Handlers, bodies: list[bytes], profile: str | None) -> float:
